@@ -1,0 +1,2 @@
+def softplus(x):
+    return log1p(exp(-abs(x))) + max(x, 0.0)

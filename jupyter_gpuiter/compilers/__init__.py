@@ -1,0 +1,41 @@
+"""The compilers: serial (the oracle), traditional (data-parallel), neural and hybrid.
+
+Each mode is a function `compile_batch(sources, device) -> BatchResult`; `MODES` lists those that exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from .result import BatchResult
+
+
+def _serial(sources: Sequence[str], device=None) -> BatchResult:
+    from ..lang.errors import CompileError
+    from .serial import compile_source
+
+    results = []
+    for s in sources:
+        try:
+            results.append(compile_source(s))
+        except CompileError as e:
+            results.append(e)
+    return BatchResult(results, "serial")
+
+
+MODES: dict[str, Callable[..., BatchResult]] = {"serial": _serial}
+
+
+def compile_batch(sources: Sequence[str], mode: str = "serial", device=None) -> BatchResult:
+    """Compile many sources at once with the named compiler."""
+    if isinstance(sources, str):
+        raise TypeError("compile_batch takes a list of sources; use compile() for one")
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; available: {', '.join(MODES)}")
+    for s in sources:
+        if not isinstance(s, str):
+            raise TypeError(f"sources must be str, got {type(s).__name__}")
+    return MODES[mode](list(sources), device)
+
+
+__all__ = ["BatchResult", "MODES", "compile_batch"]

@@ -1,0 +1,242 @@
+"""The serial compiler: CPython's `ast` plus a tree walk. The oracle for tests and the CPU baseline.
+
+Phases, each reporting the first error it finds (design §4, docs/language.md "Errors"):
+  A. limits on the source size;
+  B. the reference lexer and the token rules (lang/lexer.py, lang/rules.py);
+  C. CPython's parser (`ast.parse`), whose syntax errors are reported at the first line of the
+     statement that contains them;
+  D. a walk over the tree: names, calls, arity, types, statement shapes; the first error by
+     (line, col, outer before inner).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from contextlib import contextmanager
+
+from ..ir import Program
+from ..lang import spec
+from ..lang.errors import CompileError
+from ..lang.lexer import normalize_newlines, tokenize
+from ..lang.rules import check
+
+_BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv",
+           ast.Mod: "mod", ast.Pow: "pow"}
+_CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
+_UNARY = {ast.USub: "neg", ast.UAdd: "pos", ast.Not: "not"}
+_BOOLOPS = {ast.And: "and", ast.Or: "or"}
+_STMT, _STMT_AFTER_RETURN, _NO_RETURN = 1, 0, 2  # priorities of statement-level errors (depth 0)
+
+
+@contextmanager
+def _deep_recursion(limit: int = 20000):
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, limit))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
+
+
+def check_source(source: str):
+    """Phases A and B: the tokens, the file structure, or the first CompileError."""
+    size = len(source.encode("utf-8", errors="surrogatepass"))
+    if size > spec.MAX_SOURCE_BYTES:
+        raise CompileError("too-large", 1, 1, f"source is {size:,} bytes; the limit is {spec.MAX_SOURCE_BYTES:,}",
+                           source)
+    src = normalize_newlines(source)
+    tokens, lex_error = tokenize(src)
+    structure, errors = check(tokens, src, complete=lex_error is None)
+    candidates = [(e.line, e.col, e.priority, e.kind, e.message) for e in errors]
+    if lex_error:
+        candidates.append((lex_error.line, lex_error.col, -1, lex_error.kind, lex_error.message))
+    if candidates:
+        line, col, _, kind, message = min(candidates)
+        raise CompileError(kind, line, col, message, source)
+    return src, tokens, structure
+
+
+class _Walker:
+    def __init__(self, src: str, param_names: list[str]):
+        self.lines = src.split("\n")
+        self.ops: list[str] = []
+        self.args: list[tuple[int, int, int]] = []
+        self.imms: list[float] = []
+        self.errors: list[tuple] = []
+        self.env: dict[str, int] = {}
+        for i, name in enumerate(param_names):
+            self.emit("param", imm=float(i))
+            self.env.setdefault(name, i)
+
+    def emit(self, op: str, a: int = -1, b: int = -1, c: int = -1, imm: float = 0.0) -> int:
+        self.ops.append(op)
+        self.args.append((a, b, c))
+        self.imms.append(imm)
+        return len(self.ops) - 1
+
+    def pos(self, node) -> tuple[int, int]:
+        line = self.lines[node.lineno - 1].encode()
+        return node.lineno, len(line[: node.col_offset].decode("utf-8", errors="replace")) + 1
+
+    def error(self, node, depth: int, priority: int, kind: str, message: str) -> int:
+        self.errors.append((*self.pos(node), depth, priority, kind, message))
+        return -1
+
+    # --- expressions: return the register holding the value ---
+    def expr(self, node, depth: int) -> int:
+        method = getattr(self, "expr_" + type(node).__name__, None)
+        if method is None:
+            return self.error(node, depth, 0, "unsupported", f"{type(node).__name__} is not supported")
+        return method(node, depth)
+
+    def expr_Constant(self, node, depth):
+        v = node.value
+        if isinstance(v, bool):
+            return self.emit("bool", imm=float(v))
+        if isinstance(v, (int, float)):
+            try:
+                return self.emit("const", imm=float(v))
+            except OverflowError:
+                return self.emit("const", imm=float("inf"))
+        return self.error(node, depth, 0, "unsupported", f"{type(v).__name__} constants are not supported")
+
+    def _value(self, name: str, node, depth: int, namespaced: bool) -> int:
+        if not namespaced and name in self.env:
+            return self.env[name]
+        if name in spec.CONSTANTS:
+            return self.emit("const", imm=spec.CONSTANTS[name])
+        if name in spec.BUILTINS:
+            return self.error(node, depth, 0, "type", f"'{name}' is a function: call it, e.g. {name}(x)")
+        where = "math/np has no constant" if namespaced else "name"
+        return self.error(node, depth, 0, "unknown-name", f"{where} '{name}' is not defined")
+
+    def expr_Name(self, node, depth):
+        return self._value(node.id, node, depth, False)
+
+    def expr_Attribute(self, node, depth):
+        return self._value(node.attr, node, depth, True)
+
+    def expr_UnaryOp(self, node, depth):
+        return self.emit(_UNARY[type(node.op)], self.expr(node.operand, depth + 1))
+
+    def expr_BinOp(self, node, depth):
+        a = self.expr(node.left, depth + 1)
+        return self.emit(_BINOPS[type(node.op)], a, self.expr(node.right, depth + 1))
+
+    def expr_BoolOp(self, node, depth):
+        acc = self.expr(node.values[0], depth + 1)
+        for v in node.values[1:]:
+            acc = self.emit(_BOOLOPS[type(node.op)], acc, self.expr(v, depth + 1))
+        return acc
+
+    def expr_Compare(self, node, depth):
+        if len(node.ops) > 1:
+            self.error(node, depth, 0, "unsupported", "chained comparisons are not supported: use `and`")
+        a = self.expr(node.left, depth + 1)
+        return self.emit(_CMPOPS[type(node.ops[0])], a, self.expr(node.comparators[0], depth + 1))
+
+    def expr_IfExp(self, node, depth):
+        then = self.expr(node.body, depth + 1)
+        cond = self.expr(node.test, depth + 1)
+        return self.emit("select", cond, then, self.expr(node.orelse, depth + 1))
+
+    def expr_Tuple(self, node, depth):
+        return self.error(node, depth, 0, "unsupported", "tuples are not supported")
+
+    def expr_Call(self, node, depth):
+        f = node.func
+        name = f.id if isinstance(f, ast.Name) else f.attr
+        namespaced = not isinstance(f, ast.Name)
+        args = [self.expr(a, depth + 1) for a in node.args]
+        if not namespaced and name in self.env:
+            return self.error(node, depth, 0, "type", f"'{name}' is a variable here, not a function")
+        if name in spec.CONSTANTS:
+            return self.error(node, depth, 0, "type", f"'{name}' is a constant, not a function")
+        builtin = spec.BUILTINS.get(name)
+        if builtin is None:
+            return self.error(node, depth, 0, "unknown-function", f"'{name}' is not a builtin function")
+        lo, hi = builtin.arity
+        if not lo <= len(args) <= hi:
+            want = str(lo) if lo == hi else f"{lo} to {hi}"
+            return self.error(node, depth, 0, "arity", f"{name}() takes {want} arguments, got {len(args)}")
+        if lo != hi:  # variadic min/max: fold left after the arguments
+            acc = args[0]
+            for a in args[1:]:
+                acc = self.emit(builtin.ir_op, acc, a)
+            return acc
+        return self.emit(builtin.ir_op, *args)
+
+    # --- statements ---
+    def body(self, fn: ast.FunctionDef, has_docstring: bool) -> int:
+        stmts = fn.body[1:] if has_docstring else fn.body
+        ret = -1
+        for s in stmts:
+            if ret >= 0:
+                self.error(s, 0, _STMT_AFTER_RETURN, "unsupported", "code after return is never run")
+            if isinstance(s, ast.Assign):
+                if len(s.targets) > 1:
+                    self.error(s, 0, _STMT, "unsupported", "chained assignment: assign one name at a time")
+                value = self.expr(s.value, 1)
+                for t in s.targets:
+                    if isinstance(t, ast.Name):
+                        self.env[t.id] = value
+                    else:
+                        self.error(t, 0, _STMT, "unsupported", "can only assign to a plain name")
+            elif isinstance(s, ast.AugAssign):
+                if not isinstance(s.target, ast.Name):
+                    self.error(s.target, 0, _STMT, "unsupported", "can only assign to a plain name")
+                    self.expr(s.value, 1)
+                    continue
+                old = self.env.get(s.target.id, -1)
+                if old < 0:
+                    self.error(s.target, 1, 0, "unknown-name", f"name '{s.target.id}' is not defined before +=")
+                value = self.expr(s.value, 1)
+                self.env[s.target.id] = self.emit(_BINOPS[type(s.op)], old, value)
+            elif isinstance(s, ast.Return):
+                if s.value is None:
+                    self.error(s, 0, _STMT, "unsupported", "return needs a value")
+                elif ret < 0:
+                    ret = self.expr(s.value, 1)
+                else:
+                    self.expr(s.value, 1)
+            elif isinstance(s, ast.Expr):
+                self.error(s, 0, _STMT, "unsupported", "an expression on its own has no effect: assign or return it")
+                self.expr(s.value, 1)
+            else:
+                self.error(s, 0, _STMT, "unsupported", f"{type(s).__name__} statements are not supported")
+        last = fn.body[-1]
+        if not isinstance(last, ast.Return):
+            self.error(last, 0, _NO_RETURN, "unsupported", "the function must end with `return <expr>`")
+        return ret
+
+
+def compile_source(source: str) -> Program:
+    """Compile one kernel-language function to a Program, or raise CompileError."""
+    src, tokens, structure = check_source(source)
+    try:
+        tree = ast.parse(src)
+    except SyntaxError as e:
+        line = e.lineno or 1
+        starts = [tokens[a].line for a, _ in structure.lines]
+        start = max([s for s in starts if s <= line] or [1])
+        col = (e.offset or 1) if start == line else 1
+        raise CompileError("syntax", start, col, e.msg, source) from None
+    except (RecursionError, MemoryError):
+        raise CompileError("too-large", 1, 1, "program is nested too deeply", source) from None
+    fn = tree.body[0]
+    assert isinstance(fn, ast.FunctionDef) and len(tree.body) == 1, "the token rules admit one def only"
+    names = [a.arg for a in fn.args.args]
+    with _deep_recursion():
+        w = _Walker(src, names)
+        seen: set[str] = set()
+        for a in fn.args.args:
+            if a.arg in seen:
+                w.error(a, 0, 0, "syntax", f"duplicate parameter '{a.arg}'")
+            seen.add(a.arg)
+        ret = w.body(fn, structure.docstring_line >= 0)
+    if w.errors:
+        line, col, _, _, kind, message = min(w.errors)
+        raise CompileError(kind, line, col, message, source)
+    w.emit("ret", ret)
+    return Program(w.ops, w.args, w.imms, len(names), names, fn.name)

@@ -1,0 +1,161 @@
+"""The IR: SSA over instruction indices, one Program per kernel, ProgramBatch as padded device tensors.
+
+Instruction i is (op, a, b, c, imm). Parameters are instructions 0..P-1, constants are instructions,
+`name = expr` emits nothing (the name binds a register), the last instruction is `ret`. Canonical
+order: parameters, then each statement's expression in left-to-right post-order.
+
+>>> p = Program(["param", "const", "mul", "ret"], [(-1,) * 3, (-1,) * 3, (0, 1, -1), (2, -1, -1)],
+...             [0.0, 2.0, 0.0, 0.0], n_params=1)
+>>> print(p.text())
+%0 = param 0
+%1 = const 2.0
+%2 = mul %0 %1
+ret %2
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .lang import spec
+from .lang.errors import KIND_BY_CODE, KIND_CODES, CompileError
+
+OP_INDEX = spec.IR_OP_INDEX
+OP_NAMES = [op.name for op in spec.IR_OPS]
+
+
+def format_imm(op: str, imm: float, index: int) -> str:
+    if op == "param":
+        return str(index)
+    if op == "bool":
+        return "True" if imm else "False"
+    return repr(float(imm))
+
+
+@dataclass
+class Program:
+    """One compiled kernel: parallel lists of ops, operand triples and immediates."""
+
+    ops: list[str]
+    args: list[tuple[int, int, int]]
+    imms: list[float]
+    n_params: int
+    param_names: list[str] = field(default_factory=list)
+    name: str = "kernel"
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    def text(self) -> str:
+        """Stable canonical text, one instruction a line (design §5 contract)."""
+        out = []
+        for i, (op, args, imm) in enumerate(zip(self.ops, self.args, self.imms)):
+            if op == "ret":
+                out.append(f"ret %{args[0]}")
+                continue
+            operands = " ".join(f"%{a}" for a in args[: spec.IR_OP_BY_NAME[op].nargs])
+            detail = format_imm(op, imm, i) if op in ("param", "const", "bool") else operands
+            out.append(f"%{i} = {op} {detail}")
+        return "\n".join(out)
+
+    def types(self) -> list[bool]:
+        """Per instruction: True where the value is a bool (bools act as 0/1 in arithmetic)."""
+        is_bool: list[bool] = []
+        for op, (a, b, c) in zip(self.ops, self.args):
+            if op in ("and", "or", "min", "max"):
+                is_bool.append(is_bool[a] and is_bool[b])
+            elif op == "select":
+                is_bool.append(is_bool[b] and is_bool[c])
+            elif op == "ret":
+                is_bool.append(is_bool[a])
+            else:
+                is_bool.append(spec.IR_OP_BY_NAME[op].returns_bool)
+        return is_bool
+
+    def returns_bool(self) -> bool:
+        return self.types()[-1]
+
+    @property
+    def n_nodes(self) -> int:
+        """Instructions that compute something (not parameters, not the final ret)."""
+        return len(self.ops) - self.n_params - 1
+
+
+@dataclass
+class ProgramBatch:
+    """B programs as padded tensors on one device: what the VM, the decoder and the compilers exchange.
+
+    ops [B, N] int32 (-1 = padding), args [B, N, 3] int32, imm [B, N] float64, lengths [B],
+    n_params [B], error [B, 3] int32 = (kind code, line, col) with kind code 0 for a valid program.
+    """
+
+    ops: object
+    args: object
+    imm: object
+    lengths: object
+    n_params: object
+    error: object
+    messages: list[str | None] | None = None  # per program, when the compiler produced one
+
+    @property
+    def device(self):
+        return self.ops.device
+
+    def __len__(self) -> int:
+        return int(self.ops.shape[0])
+
+    @classmethod
+    def from_results(cls, results: list[Program | CompileError], device=None) -> ProgramBatch:
+        """Pack host-side results (programs or errors) into tensors."""
+        import torch
+
+        n = max([len(r) for r in results if isinstance(r, Program)] + [1])
+        b = len(results)
+        ops = torch.full((b, n), -1, dtype=torch.int32)
+        args = torch.full((b, n, 3), -1, dtype=torch.int32)
+        imm = torch.zeros((b, n), dtype=torch.float64)
+        lengths = torch.zeros(b, dtype=torch.int32)
+        n_params = torch.zeros(b, dtype=torch.int32)
+        error = torch.zeros((b, 3), dtype=torch.int32)
+        messages: list[str | None] = []
+        for i, r in enumerate(results):
+            if isinstance(r, CompileError):
+                error[i] = torch.tensor([KIND_CODES[r.kind], r.line, r.col])
+                messages.append(r.message)
+                continue
+            messages.append(None)
+            k = len(r)
+            ops[i, :k] = torch.tensor([OP_INDEX[o] for o in r.ops], dtype=torch.int32)
+            args[i, :k] = torch.tensor(r.args, dtype=torch.int32)
+            imm[i, :k] = torch.tensor(r.imms, dtype=torch.float64)
+            lengths[i], n_params[i] = k, r.n_params
+        batch = cls(ops, args, imm, lengths, n_params, error, messages)
+        return batch.to(device) if device is not None else batch
+
+    def to(self, device) -> ProgramBatch:
+        return ProgramBatch(*(t.to(device) for t in (self.ops, self.args, self.imm, self.lengths,
+                                                      self.n_params, self.error)), self.messages)
+
+    def to_results(self, param_names: list[list[str]] | None = None) -> list[Program | CompileError]:
+        """Unpack to host-side Programs and CompileErrors (one device-to-host copy)."""
+        ops, args, imm = self.ops.cpu().tolist(), self.args.cpu().tolist(), self.imm.cpu().tolist()
+        lengths, n_params, error = self.lengths.tolist(), self.n_params.tolist(), self.error.cpu().tolist()
+        out: list[Program | CompileError] = []
+        for i in range(len(ops)):
+            kind, line, col = error[i]
+            if kind:
+                msg = (self.messages[i] if self.messages else None) or KIND_BY_CODE[kind]
+                out.append(CompileError(KIND_BY_CODE[kind], line, col, msg))
+                continue
+            k = lengths[i]
+            names = param_names[i] if param_names else [f"x{j}" for j in range(n_params[i])]
+            out.append(Program([OP_NAMES[o] for o in ops[i][:k]], [tuple(a) for a in args[i][:k]],
+                               imm[i][:k], n_params[i], names))
+        return out
+
+
+def canonical(result: Program | CompileError) -> str:
+    """IR text of a program, or `error <kind> <line>:<col>` (the BatchResult.canonical() form)."""
+    if isinstance(result, CompileError):
+        return f"error {result.kind} {result.line}:{result.col}"
+    return result.text()

@@ -1,0 +1,186 @@
+"""Token-level rules of the kernel language, checked after lexing and before any parsing.
+
+Every rule is local to a token and its bracket context, so the data-parallel compiler checks the same
+rules with a few tensor ops. Each violation is an error at a token; the reported one is the first by
+(line, col, priority). Priorities break ties at one token: limits, then indentation, then the shape of
+the file (one `def`), then the rest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import spec
+from .lexer import Token
+
+P_LIMIT, P_INDENT, P_FILE, P_TOKEN = range(4)
+OPERAND_END = {"name", "number", "string", "True", "False", ")"}
+PREFIX_OPS = {"-", "+", "not"}
+
+
+@dataclass(order=True)
+class RuleError:
+    line: int
+    col: int
+    priority: int
+    kind: str
+    message: str
+
+
+@dataclass
+class Structure:
+    """What the rules learned about the file, reused by the serial compiler."""
+
+    lines: list[tuple[int, int]]  # logical lines: (first token index, index of its newline token)
+    header_open: int = -1  # index of the `(` of `def name(`
+    header_close: int = -1
+    header_colon: int = -1
+    docstring_line: int = -1  # index into `lines`, or -1
+
+
+def _logical_lines(tokens: list[Token]) -> list[tuple[int, int]]:
+    lines, start = [], 0
+    for i, t in enumerate(tokens):
+        if t.kind == "newline":
+            lines.append((start, i))
+            start = i + 1
+    return lines
+
+
+def check(tokens: list[Token], source: str, complete: bool = True) -> tuple[Structure, list[RuleError]]:
+    """All rule violations of a token stream (tokens as the reference lexer returns them).
+
+    `complete` is False when lexing stopped at an error: rules about the end of the file (a body is
+    missing, a bracket is never closed) are then not checked.
+    """
+    errors: list[RuleError] = []
+
+    def fail(t: Token, kind: str, message: str, priority: int = P_TOKEN):
+        errors.append(RuleError(t.line, t.col, priority, kind, message))
+
+    lines = _logical_lines(tokens)
+    st = Structure(lines)
+    # --- brackets: depth, innermost enclosing `(`, call parens ---
+    open_stack: list[int] = []
+    enclosing = [-1] * len(tokens)
+    is_call = [False] * len(tokens)
+    for i, t in enumerate(tokens):
+        enclosing[i] = open_stack[-1] if open_stack else -1
+        if t.kind == "(":
+            prev = tokens[i - 1].kind if i else "newline"
+            is_call[i] = prev == "name"
+            if prev in OPERAND_END - {"name"}:
+                fail(t, "unsupported", "only builtin functions can be called")
+            open_stack.append(i)
+            if len(open_stack) > spec.MAX_NESTING:
+                fail(t, "too-large", f"more than {spec.MAX_NESTING} nested brackets", P_LIMIT)
+        elif t.kind == ")":
+            open_stack.pop()
+    for i in open_stack if complete else ():
+        fail(tokens[i], "syntax", "'(' was never closed")
+    # --- the file: one `def` header first, then its body ---
+    if not tokens:
+        errors.append(RuleError(1, 1, P_FILE, "unsupported", "empty source: expected `def name(params):`"))
+        return st, errors
+    first_end = lines[0][1]
+    if tokens[0].kind != "def":
+        fail(tokens[0], "unsupported", "expected a function definition `def name(params):` first", P_FILE)
+    else:
+        st.header_open = next((i for i in range(first_end) if tokens[i].kind == "("), -1)
+        if st.header_open >= 0:
+            depth, j = 0, st.header_open
+            while j < first_end:
+                depth += {"(": 1, ")": -1}.get(tokens[j].kind, 0)
+                if depth == 0:
+                    break
+                j += 1
+            st.header_close = j
+            if j + 1 < first_end and tokens[j + 1].kind == ":":
+                st.header_colon = j + 1
+    header = range(st.header_open + 1, st.header_close) if st.header_open >= 0 else range(0)
+    n_params = 0
+    for i in header:
+        t = tokens[i]
+        if t.kind == "name" and enclosing[i] == st.header_open:
+            n_params += 1
+            if n_params > spec.MAX_PARAMS:
+                fail(t, "too-large", f"more than {spec.MAX_PARAMS} parameters", P_LIMIT)
+        elif t.kind != ",":
+            fail(t, "unsupported", "parameters must be plain names: no defaults, annotations or *args")
+    one_line = st.header_colon >= 0 and st.header_colon + 1 < first_end
+    body_indent = None
+    for n, (a, _) in enumerate(lines):
+        t = tokens[a]
+        line_start = source.rfind("\n", 0, t.start) + 1
+        indent = source[line_start:t.start]
+        if line_start >= 2 and source[line_start - 2] == "\\":
+            fail(t, "syntax", "a statement cannot start after a backslash continuation", P_INDENT)
+        elif n == 0:
+            if indent:
+                fail(t, "syntax", "unexpected indent", P_INDENT)
+        elif not indent:
+            if n == 1 and not one_line:
+                fail(t, "syntax", "expected an indented function body", P_INDENT)
+            else:
+                fail(t, "unsupported", "code outside the function: a cell holds one `def`", P_FILE)
+        elif body_indent is None and not one_line:
+            body_indent = indent
+        elif indent != body_indent:
+            fail(t, "syntax", "unexpected indent" if body_indent is None or len(indent) > len(body_indent)
+                 else "indentation does not match the lines above", P_INDENT)
+    if complete and len(lines) == 1 and not one_line and tokens[0].kind == "def":
+        fail(tokens[0], "syntax", "expected an indented function body")
+    # --- docstring: the first body line made only of strings ---
+    body_first = (st.header_colon + 1, first_end) if one_line else lines[1] if len(lines) > 1 else None
+    if body_first and all(tokens[i].kind == "string" for i in range(*body_first)):
+        st.docstring_line = 0 if one_line else 1
+    doc_tokens = set(range(*body_first)) if st.docstring_line >= 0 else set()
+    line_starts = {a for a, _ in lines}
+    # --- token by token ---
+    significant = unary_run = 0
+    for i, t in enumerate(tokens):
+        k = t.kind
+        if k != "newline":
+            significant += 1
+            if significant == spec.MAX_TOKENS + 1:
+                fail(t, "too-large", f"more than {spec.MAX_TOKENS} tokens", P_LIMIT)
+        prev = tokens[i - 1].kind if i else "newline"
+        if k in PREFIX_OPS and (k == "not" or prev not in OPERAND_END):
+            unary_run += 1
+            if unary_run == spec.MAX_NESTING + 1:
+                fail(t, "too-large", f"more than {spec.MAX_NESTING} prefix operators in a row", P_LIMIT)
+        else:
+            unary_run = 0
+        enc = enclosing[i]
+        in_call = enc >= 0 and (is_call[enc] or enc == st.header_open)
+        if k == "bad-keyword":
+            fail(t, "unsupported", spec.BAD_KEYWORDS[t.text])
+        elif k == "bad-op":
+            fail(t, "unsupported", f"operator {t.text!r} is not part of the kernel language")
+        elif k == "string":
+            if t.prefix not in ("", "r", "u"):
+                fail(t, "unsupported", "f-strings and bytes are not supported")
+            elif i not in doc_tokens:
+                fail(t, "unsupported", "strings are only allowed as the docstring")
+        elif k == ".":
+            ok = (prev == "name" and tokens[i - 1].text in spec.NAMESPACES and i + 1 < len(tokens)
+                  and tokens[i + 1].kind == "name")
+            if not ok:
+                fail(t, "unsupported", "attribute access is only for math.NAME and np.NAME builtins")
+        elif k == "," and not in_call:
+            fail(t, "unsupported", "tuples are not supported: return and assign one value")
+        elif k == "=" and enc >= 0:
+            fail(t, "unsupported", "keyword arguments and defaults are not supported")
+        elif k == ":" and i != st.header_colon:
+            fail(t, "unsupported", "':' only ends the `def` line (no if/for/lambda/slices/annotations)")
+        elif k in ("*", "**") and in_call and (prev == "," or (prev == "(" and is_call[i - 1])):
+            fail(t, "unsupported", "star arguments are not supported")
+        elif k == "def" and i != 0:
+            fail(t, "unsupported", "one function per cell: nested or further `def` is not supported")
+        elif k == "if" and i in line_starts:
+            fail(t, "unsupported", "if statements are not supported: use `a if c else b` or where(c, a, b)")
+    return st, errors
+
+
+def first_error(errors: list[RuleError]) -> RuleError | None:
+    return min(errors) if errors else None

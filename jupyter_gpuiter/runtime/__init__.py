@@ -1,0 +1,1 @@
+"""Execution: the reference evaluator, device selection, the batched VM and native code generation."""

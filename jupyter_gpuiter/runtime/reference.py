@@ -1,0 +1,85 @@
+"""The reference evaluator: runs a Program on NumPy arrays, op by op. Ground truth for the VM.
+
+Values are arrays of the kernel dtype; bools are 0/1 in that dtype (as Python's True + 1 == 2) and
+the result is converted to bool only when the program returns a bool. Semantics are the scalar
+Python function's, with IEEE results where Python would raise (x/0 -> inf or nan, like NumPy).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..ir import Program
+
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+def _truthy(x):
+    return x != 0  # nan is truthy, as in Python
+
+
+def _min(a, b):  # Python's min(a, b): b only if b < a (so min(nan, 1) is nan, min(1, nan) is 1)
+    return np.where(b < a, b, a)
+
+
+def _max(a, b):
+    return np.where(b > a, b, a)
+
+
+def _floordiv(a, b):
+    return np.floor_divide(a, b)
+
+
+def _pow(a, b):
+    return np.power(a, b)
+
+
+#: IR op -> NumPy implementation. Results are cast back to the kernel dtype by the evaluator.
+NUMPY_OPS = {
+    "neg": np.negative, "pos": lambda x: x, "not": lambda x: x == 0,
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
+    "floordiv": _floordiv, "mod": np.remainder, "pow": _pow,
+    "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+    "eq": np.equal, "ne": np.not_equal,
+    "and": lambda a, b: np.where(_truthy(a), b, a), "or": lambda a, b: np.where(_truthy(a), a, b),
+    "select": lambda c, a, b: np.where(_truthy(c), a, b),
+    "abs": np.abs, "min": _min, "max": _max, "sqrt": np.sqrt, "exp": np.exp, "expm1": np.expm1,
+    "log": np.log, "log1p": np.log1p, "log2": np.log2, "log10": np.log10, "sin": np.sin, "cos": np.cos,
+    "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "atan2": np.arctan2,
+    "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh, "floor": np.floor, "ceil": np.ceil,
+    "erf": lambda x: np.asarray(_erf(np.asarray(x, dtype=np.float64)), dtype=np.float64),
+    "clip": lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi),
+    "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "copysign": np.copysign, "hypot": np.hypot,
+    "isnan": np.isnan, "isinf": np.isinf, "float": lambda x: x,
+}
+
+
+def evaluate(program: Program, inputs: list, dtype="float32") -> np.ndarray:
+    """Run `program` elementwise over `inputs` (one array-like per parameter, broadcast together)."""
+    dt = np.dtype(dtype)
+    if len(inputs) != program.n_params:
+        raise TypeError(f"{program.name}() takes {program.n_params} arguments, got {len(inputs)}")
+    arrays = np.broadcast_arrays(*[np.asarray(x, dtype=dt) for x in inputs]) if inputs else []
+    shape = arrays[0].shape if arrays else ()
+    regs: list[np.ndarray] = []
+    with np.errstate(all="ignore"):
+        for op, (a, b, c), imm in zip(program.ops, program.args, program.imms):
+            if op == "param":
+                regs.append(arrays[int(imm)])
+            elif op in ("const", "bool"):
+                regs.append(np.full(shape, imm, dtype=dt))
+            elif op == "ret":
+                out = regs[a]
+                return out.astype(bool) if program.returns_bool() else out.astype(dt)
+            else:
+                operands = [regs[i] for i in (a, b, c)[: _arity(op)]]
+                regs.append(np.asarray(NUMPY_OPS[op](*operands)).astype(dt))
+    raise ValueError("program has no ret")
+
+
+def _arity(op: str) -> int:
+    from ..lang.spec import IR_OP_BY_NAME
+
+    return IR_OP_BY_NAME[op].nargs

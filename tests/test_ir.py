@@ -1,0 +1,39 @@
+"""The IR: canonical text, ProgramBatch packing, determinism."""
+
+import torch
+
+from jupyter_gpuiter import CompileError, ProgramBatch, compile_batch
+from jupyter_gpuiter.compilers.serial import compile_source
+from jupyter_gpuiter.ir import canonical
+
+SOURCES = [
+    "def f(x):\n    return 0.5 * x * (1.0 + tanh(x))\n",
+    "def g(a, b):\n    c = a if a > b else b\n    return c > 0\n",
+    "def h(x):\n    return y\n",
+]
+
+
+def test_canonical_text_is_deterministic_and_parseable_line_by_line():
+    texts = [compile_batch(SOURCES, mode="serial").canonical() for _ in range(2)]
+    assert texts[0] == texts[1]
+    assert texts[0][2] == "error unknown-name 2:12"
+    lines = texts[0][0].splitlines()
+    assert lines[0] == "%0 = param 0" and lines[-1].startswith("ret %")
+    for i, line in enumerate(lines[:-1]):
+        assert line.startswith(f"%{i} = ")
+
+
+def test_program_batch_round_trip():
+    results = [compile_source(s) if i < 2 else CompileError("unknown-name", 2, 12, "m") for i, s in enumerate(SOURCES)]
+    batch = ProgramBatch.from_results(results)
+    assert batch.ops.shape[0] == 3 and batch.ops.dtype == torch.int32
+    assert batch.error[2].tolist() == [2, 2, 12] and batch.error[:2].abs().sum() == 0
+    back = batch.to_results()
+    assert [canonical(r) for r in back] == [canonical(r) for r in results]
+
+
+def test_types_follow_python():
+    p = compile_source("def f(a, b):\n    return (a > b) and (b > 0)\n")
+    assert p.returns_bool()
+    p = compile_source("def f(a, b):\n    return (a > b) and b\n")
+    assert not p.returns_bool()
