@@ -48,11 +48,11 @@ def check_source(source: str):
     src = normalize_newlines(source)
     tokens, lex_error = tokenize(src)
     structure, errors = check(tokens, src, complete=lex_error is None)
-    candidates = [(e.line, e.col, e.priority, e.kind, e.message) for e in errors]
+    candidates = [(e.line, e.col, e.priority, e.code, e.kind, e.message) for e in errors]
     if lex_error:
-        candidates.append((lex_error.line, lex_error.col, -1, lex_error.kind, lex_error.message))
+        candidates.append((lex_error.line, lex_error.col, -1, 0, lex_error.kind, lex_error.message))
     if candidates:
-        line, col, _, kind, message = min(candidates)
+        line, col, _, _, kind, message = min(candidates)
         raise CompileError(kind, line, col, message, source)
     return src, tokens, structure
 

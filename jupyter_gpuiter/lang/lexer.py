@@ -24,6 +24,7 @@ NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 GOOD_PREFIXES = {"", "r", "u"}
 BAD_PREFIXES = {"b", "f", "rb", "br", "rf", "fr"}
 _NAME_CHARS = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+_DIGIT_CHARS = set("0123456789")
 _WHITESPACE = " \t\f"
 
 
@@ -108,7 +109,7 @@ def tokenize(source: str) -> tuple[list[Token], LexError | None]:
     def string(start, quote_at, prefix):
         stop, e = _string_end(src, quote_at, src[quote_at], "r" in prefix)
         if e:  # locate the error: it may lie on a later line of a triple-quoted string
-            at = e.col
+            at = start if e.message == "unterminated string" else e.col
             ln, ls = line + src.count("\n", start, at), line_start
             if ln != line:
                 ls = src.rindex("\n", start, at) + 1
@@ -142,7 +143,7 @@ def tokenize(source: str) -> tuple[list[Token], LexError | None]:
                 line, line_start = line + 1, i
             else:
                 return err("syntax", i, "a backslash must end the line (line continuation)")
-        elif c in _NAME_CHARS and not c.isdigit():
+        elif c in _NAME_CHARS and c not in _DIGIT_CHARS:
             m = NAME_RE.match(src, i)
             word = m.group()
             end = m.end()
@@ -154,7 +155,7 @@ def tokenize(source: str) -> tuple[list[Token], LexError | None]:
             kind = word if word in spec.KEYWORDS else "bad-keyword" if word in spec.BAD_KEYWORDS else "name"
             tok(kind, i, end)
             i = end
-        elif c.isdigit() or (c == "." and i + 1 < len(src) and src[i + 1].isdigit()):
+        elif c in _DIGIT_CHARS or (c == "." and i + 1 < len(src) and src[i + 1] in _DIGIT_CHARS):
             m = NUMBER_RE.match(src, i)
             end = m.end()
             if end < len(src) and src[end] in "jJ":

@@ -8,9 +8,10 @@ the file (one `def`), then the rest.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from . import spec
+from .errors import KIND_CODES
 from .lexer import Token
 
 P_LIMIT, P_INDENT, P_FILE, P_TOKEN = range(4)
@@ -23,8 +24,12 @@ class RuleError:
     line: int
     col: int
     priority: int
-    kind: str
-    message: str
+    code: int = field(init=False, repr=False)  # ties at one token go to the lower kind code
+    kind: str = field(compare=False)
+    message: str = field(compare=False)
+
+    def __post_init__(self):
+        self.code = KIND_CODES[self.kind]
 
 
 @dataclass

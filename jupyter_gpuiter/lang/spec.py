@@ -49,7 +49,7 @@ BAD_KEYWORDS = {
 }
 
 #: Operator spellings that lex (so the error can name them) but are outside the language.
-BAD_OPS = ("->", ":=", "...", "<<=", ">>=", "<<", ">>", "&=", "|=", "^=", "@=", "~", "&", "|", "^", "@",
+BAD_OPS = ("->", ":=", "...", "..", "<<=", ">>=", "<<", ">>", "&=", "|=", "^=", "@=", "~", "&", "|", "^", "@",
            ";", "[", "]", "{", "}", "!")
 
 #: All operator spellings the lexer knows, longest first (maximal munch).

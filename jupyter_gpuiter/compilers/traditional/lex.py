@@ -1,0 +1,309 @@
+"""Pass 1, lex: bytes [B, L] -> tokens [B, T] (kind, byte span, line, col, name key and hash, number value).
+
+The DFA of dfa.py runs as one table lookup per byte position, vectorised over the batch (L steps of
+O(B) work; L <= 8 KiB by the language's limits). Everything after the scan is O(B*L) tensor work with
+no Python loop over programs and no host synchronisation: token boundaries from the transition flags,
+paren depth and NEWLINE tokens by prefix sums, compaction by a scatter at cumsum indices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ...lang import spec
+from . import dfa
+
+_TABLES: dict = {}
+BIG = 1 << 40
+_M = 2147483647  # hash modulus (2^31 - 1); two independent polynomial hashes
+_P1, _P2 = 131, 257
+
+
+def _tables(device):
+    if device not in _TABLES:
+        nxt, flags = dfa.build_tables()
+        kinds = [spec.TOK.get(dfa.token_kind_of_state(s) or "none", 0) for s in dfa.STATES]
+        number_ok = [s not in dfa.NUMBER_STATES or s in dfa.NUMBER_ACCEPTING for s in dfa.STATES]
+        kinds = [k if ok else 0 for k, ok in zip(kinds, number_ok)]
+        in_token = [dfa.token_kind_of_state(s) is not None or s in dfa.NUMBER_STATES or s.startswith(("open", "s_", "t_"))
+                    for s in dfa.STATES]
+        esc = [s in dfa.ESCAPE_STATES for s in dfa.STATES]
+        _TABLES[device] = dict(
+            next=torch.tensor(nxt, dtype=torch.int64, device=device),
+            flags=torch.tensor(flags, dtype=torch.int64, device=device),
+            kind=torch.tensor(kinds, dtype=torch.int64, device=device),
+            in_token=torch.tensor(in_token, dtype=torch.bool, device=device),
+            escape=torch.tensor(esc, dtype=torch.bool, device=device),
+            nl=torch.tensor([s == "nl" for s in dfa.STATES], dtype=torch.bool, device=device),
+        )
+    return _TABLES[device]
+
+
+@dataclass
+class Tokens:
+    """Token arrays [B, T]; kind 0 pads. Errors are (code, byte position) per program."""
+
+    kind: torch.Tensor
+    start: torch.Tensor  # byte offset in the normalised source
+    end: torch.Tensor
+    line: torch.Tensor
+    col: torch.Tensor
+    line_start: torch.Tensor  # byte offset where the token's physical line starts
+    key: torch.Tensor  # first 8 bytes packed (names of <= 8 bytes), else -1
+    hash: torch.Tensor  # 62-bit hash of the token text (names)
+    value: torch.Tensor  # float64 value of number tokens
+    slow_number: torch.Tensor  # numbers whose exact value the host computes at the end
+    prefix_bad: torch.Tensor  # strings with an f/b prefix
+    count: torch.Tensor  # [B] tokens per program
+    lex_error: torch.Tensor  # [B] lexical error code (dfa.E_*), 0 = none
+    lex_line: torch.Tensor  # [B]
+    lex_col: torch.Tensor  # [B]
+    data: torch.Tensor  # normalised bytes [B, L]
+    lengths: torch.Tensor  # [B]
+
+
+def normalize_newlines(data: torch.Tensor, lengths: torch.Tensor):
+    """CRLF -> LF, lone CR -> LF, on the device (as lexer.normalize_newlines does on the host)."""
+    B, L = data.shape
+    b = data.long()
+    pos = torch.arange(L, device=data.device).expand(B, L)
+    nxt = torch.cat([b[:, 1:], torch.zeros_like(b[:, :1])], 1)
+    drop = (b == 13) & (nxt == 10)
+    keep = ~drop & (pos < lengths[:, None])
+    idx = torch.where(keep, keep.cumsum(1) - 1, torch.full_like(pos, L))
+    out = torch.zeros((B, L + 1), dtype=torch.long, device=data.device)
+    out.scatter_(1, idx, torch.where(b == 13, torch.full_like(b, 10), b))
+    return out[:, :L], keep.sum(1)
+
+
+def _run_dfa(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """States after each input position: a scan over L, each step one gather over the batch."""
+    B, L = x.shape
+    xt = x.t().contiguous()
+    states = torch.empty((L, B), dtype=torch.int64, device=x.device)
+    state = torch.zeros(B, dtype=torch.int64, device=x.device)
+    for i in range(L):
+        state = table[state * dfa.N_INPUTS + xt[i]]
+        states[i] = state
+    return states.t()
+
+
+def _next_true(mask: torch.Tensor) -> torch.Tensor:
+    """For each position i, the smallest j > i with mask[j] (or BIG)."""
+    B, L = mask.shape
+    pos = torch.arange(L, device=mask.device).expand(B, L)
+    v = torch.where(mask, pos, torch.full_like(pos, BIG))
+    v = torch.cat([v[:, 1:], torch.full_like(v[:, :1], BIG)], 1)
+    return v.flip(1).cummin(1).values.flip(1)
+
+
+def _last_true(mask: torch.Tensor, inclusive: bool = True) -> torch.Tensor:
+    """For each position i, the largest j <= i (or < i) with mask[j] (or -1)."""
+    B, L = mask.shape
+    pos = torch.arange(L, device=mask.device).expand(B, L)
+    v = torch.where(mask, pos, torch.full_like(pos, -1)).cummax(1).values
+    if not inclusive:
+        v = torch.cat([torch.full_like(v[:, :1], -1), v[:, :-1]], 1)
+    return v
+
+
+def _gather(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    return x.gather(1, idx.clamp(0, x.shape[1] - 1))
+
+
+def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
+    t = _tables(data.device)
+    data, lengths = normalize_newlines(data, lengths)
+    B, L0 = data.shape
+    L = L0 + 1  # room for the EOF position
+    b = torch.cat([data, torch.zeros_like(data[:, :1])], 1)
+    pos = torch.arange(L, device=data.device).expand(B, L)
+    x = torch.where(pos < lengths[:, None], b, torch.full_like(b, dfa.EOF_BYTE))
+    states = _run_dfa(x, t["next"])
+    prev = torch.cat([torch.zeros_like(states[:, :1]), states[:, :-1]], 1)
+    flags = t["flags"][prev * dfa.N_INPUTS + x]
+    starts = (flags & 1).bool()
+    err = (flags >> 1) & 15
+    where = flags >> 5
+
+    # token spans and kinds
+    boundary = starts | ~t["in_token"][states]
+    end_pos = _next_true(boundary)  # for a start at i: where its token ends
+    last_start = _last_true(starts)
+    end_state = _gather(states, end_pos - 1)
+    kind = torch.where(starts, t["kind"][end_state], torch.zeros_like(states))
+
+    # lexical errors: the DFA's (a sink, so at most one), escapes in non-raw strings, unmatched ')'
+    big = torch.full((B,), BIG, device=data.device)
+    has = err != 0
+    det_dfa = torch.where(has.any(1), has.long().argmax(1), big)
+    code_dfa = _gather(err, det_dfa[:, None])[:, 0]
+    where_dfa = _gather(where, det_dfa[:, None])[:, 0]
+    tok_start_at = _gather(_last_true(starts), (det_dfa - 1)[:, None])[:, 0]
+    rep_dfa = torch.where(where_dfa == dfa.AT_PREV, det_dfa - 1,
+                          torch.where(where_dfa == dfa.AT_TOKEN, tok_start_at, det_dfa))
+    nxt_byte = torch.cat([b[:, 1:], torch.zeros_like(b[:, :1])], 1)
+    s0 = _gather(b, last_start)
+    s1 = _gather(b, last_start + 1)
+    raw = (s0 | 32 == ord("r")) | ((s0 != 39) & (s0 != 34) & (s1 | 32 == ord("r")))
+    bad_escape = t["escape"][states] & ~raw & (
+        (nxt_byte == ord("x")) | (nxt_byte == ord("u")) | (nxt_byte == ord("U")) | (nxt_byte == ord("N")))
+    det_esc = torch.where(bad_escape.any(1), bad_escape.long().argmax(1), big)
+    complete = starts & (kind != 0)
+    delta = torch.where(complete & (kind == spec.TOK["("]), 1, 0) - torch.where(complete & (kind == spec.TOK[")"]), 1, 0)
+    depth_after = delta.cumsum(1)
+    under = depth_after < 0
+    det_par = torch.where(under.any(1), under.long().argmax(1), big)
+    det = torch.stack([det_dfa, det_esc, det_par], 1)
+    first = det.argmin(1)
+    det_first = det.min(1).values
+    rep = torch.stack([rep_dfa, det_esc, det_par], 1).gather(1, first[:, None])[:, 0]
+    code = torch.stack([code_dfa, torch.full_like(code_dfa, dfa.E_ESCAPE), torch.full_like(code_dfa, dfa.E_UNMATCHED)],
+                       1).gather(1, first[:, None])[:, 0]
+    has_error = det_first < BIG
+    code = torch.where(has_error, code, torch.zeros_like(code))
+    limit = torch.where(has_error, rep, big)[:, None]
+
+    kept = complete & (end_pos <= limit)
+    depth_before = torch.where(kept, delta, 0).cumsum(1) - torch.where(kept, delta, 0)
+    eof = (pos == lengths[:, None]) & ~has_error[:, None]
+    cand = (t["nl"][states] & (pos < limit) & (depth_before == 0)) | eof
+    count_tok = kept.long().cumsum(1)
+    prev_cand = torch.where(cand, count_tok, torch.zeros_like(count_tok)).cummax(1).values
+    prev_cand = torch.cat([torch.zeros_like(prev_cand[:, :1]), prev_cand[:, :-1]], 1)
+    newline = cand & (count_tok > prev_cand)
+    selected = kept | newline
+
+    # line and column of every byte
+    is_nl = b == 10
+    line = 1 + is_nl.long().cumsum(1) - is_nl.long()
+    line_start = _last_true(is_nl, inclusive=False) + 1
+    chars = ((b & 0xC0) != 0x80).long().cumsum(1)
+    chars_excl = chars - ((b & 0xC0) != 0x80).long()
+    col = chars_excl - _gather(chars_excl, line_start) + 1
+
+    # compaction to [B, T]
+    T = min(L, max_tokens)
+    idx = torch.where(selected, selected.long().cumsum(1) - 1, torch.full_like(pos, T))
+    idx = torch.where(idx < T, idx, torch.full_like(idx, T))
+
+    def compact(v, fill=0):
+        out = torch.full((B, T + 1), fill, dtype=v.dtype, device=v.device)
+        out.scatter_(1, idx, v)
+        return out[:, :T]
+
+    kind_all = torch.where(newline, torch.full_like(kind, spec.TOK["newline"]), kind)
+    tok_kind = compact(torch.where(selected, kind_all, torch.zeros_like(kind_all)))
+    tok_start = compact(pos)
+    tok_end = compact(torch.where(newline, pos + 1, end_pos).clamp(max=L))
+    tok_line = compact(line)
+    tok_col = compact(col)
+    tok_line_start = compact(line_start)
+    count = selected.sum(1).clamp(max=T)
+
+    # names: packed key (keyword and builtin lookups) and a hash of the full text (identity)
+    length = tok_end - tok_start
+    key = torch.zeros_like(tok_start)
+    for k in range(8):
+        byte_k = _gather(b, tok_start + k)
+        key |= torch.where(k < length, byte_k, torch.zeros_like(byte_k)) << (8 * k)
+    key = torch.where(length <= 8, key, torch.full_like(key, -1))
+    tok_hash = _hash(b, tok_start, tok_end)
+    kw = keyword_kinds(key)
+    is_name = tok_kind == spec.TOK["name"]
+    tok_kind = torch.where(is_name & (kw != 0), kw, tok_kind)
+
+    value, slow = _numbers(b, tok_start, tok_end, tok_kind == spec.TOK["number"])
+    p0 = _gather(b, tok_start)
+    p1 = _gather(b, tok_start + 1)
+    bad_letter = lambda c: (c | 32 == ord("b")) | (c | 32 == ord("f"))  # noqa: E731
+    prefix_bad = (tok_kind == spec.TOK["string"]) & (bad_letter(p0) | ((p0 != 39) & (p0 != 34) & bad_letter(p1)))
+    lex_line = _gather(line, rep[:, None].clamp(max=L - 1))[:, 0]
+    lex_col = _gather(col, rep[:, None].clamp(max=L - 1))[:, 0]
+    return Tokens(tok_kind, tok_start, tok_end, tok_line, tok_col, tok_line_start, key, tok_hash, value, slow, prefix_bad, count,
+                  code, lex_line, lex_col, data, lengths)
+
+
+def pack_key(word: str) -> int:
+    k = 0
+    for i, ch in enumerate(word.encode()):
+        k |= ch << (8 * i)
+    return k
+
+
+_KEYWORD_KEYS: dict = {}
+
+
+def keyword_kinds(key: torch.Tensor) -> torch.Tensor:
+    """Token kind for names that are keywords (0 for plain names)."""
+    dev = key.device
+    if dev not in _KEYWORD_KEYS:
+        words = list(spec.KEYWORDS) + list(spec.BAD_KEYWORDS)
+        kinds = [spec.TOK[w] for w in spec.KEYWORDS] + [spec.TOK["bad-keyword"]] * len(spec.BAD_KEYWORDS)
+        _KEYWORD_KEYS[dev] = (torch.tensor([pack_key(w) for w in words], device=dev),
+                              torch.tensor(kinds, device=dev))
+    keys, kinds = _KEYWORD_KEYS[dev]
+    match = key[..., None] == keys
+    return torch.where(match.any(-1), kinds[match.long().argmax(-1)], torch.zeros_like(key))
+
+
+def _powers(p: int, n: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    fw, inv = [1] * n, [1] * n
+    pinv = pow(p, -1, _M)
+    for i in range(1, n):
+        fw[i] = fw[i - 1] * p % _M
+        inv[i] = inv[i - 1] * pinv % _M
+    return torch.tensor(fw, device=device), torch.tensor(inv, device=device)
+
+
+def _hash(b, start, end):
+    B, L = b.shape
+    out = []
+    for p in (_P1, _P2):
+        fw, inv = _powers(p, L + 1, b.device)
+        pre = torch.cat([torch.zeros_like(b[:, :1]), (b * fw[:L] % _M).cumsum(1) % _M], 1)
+        h = (_gather(pre, end) - _gather(pre, start)) % _M
+        out.append(h * inv[start.clamp(0, L)] % _M)
+    return (out[0] << 31) | out[1]
+
+
+_POW10 = [10.0 ** k for k in range(23)]
+
+
+def _numbers(b, start, end, is_number):
+    """Exact float64 values of decimal literals on the device (Clinger's fast path: an integer
+    mantissa below 2^53 scaled by 10^k with |k| <= 22 is one correctly rounded operation); other
+    literals (hex/octal/binary, long mantissas, big exponents) are flagged for the host."""
+    B, L = b.shape
+    T = start.shape[1]
+    W = 32  # literals longer than this go to the host
+    offs = torch.arange(W, device=b.device)
+    idx = start[..., None] + offs  # [B, T, W]
+    ch = b.gather(1, idx.clamp(max=L - 1).reshape(B, -1)).reshape(B, T, W)
+    inside = idx < end[..., None]
+    ch = torch.where(inside, ch, torch.zeros_like(ch))
+    is_digit = (ch >= 48) & (ch <= 57)
+    is_e = (ch | 32) == ord("e")
+    seen_e = is_e.long().cumsum(-1) > 0
+    seen_dot = (ch == 46).long().cumsum(-1) > 0
+    mant = is_digit & ~seen_e
+    expo = is_digit & seen_e
+    d = (ch - 48).clamp(0, 9)
+    mant_after = mant.long().flip(-1).cumsum(-1).flip(-1) - mant.long()
+    n_mant = mant.sum(-1)
+    m = (torch.where(mant, d, 0) * torch.pow(10, mant_after.clamp(max=18))).sum(-1)
+    exp_after = expo.long().flip(-1).cumsum(-1).flip(-1) - expo.long()
+    e = (torch.where(expo, d, 0) * torch.pow(10, exp_after.clamp(max=18))).sum(-1)
+    e = torch.where((ch == 45).any(-1), -e, e)
+    k = e - (mant & seen_dot).sum(-1)
+    length = end - start
+    hexlike = ((ch[..., 1] | 32) == ord("x")) | ((ch[..., 1] | 32) == ord("o")) | ((ch[..., 1] | 32) == ord("b"))
+    slow = is_number & ((length > W) | (n_mant > 18) | (expo.sum(-1) > 4) | (m >= 2 ** 53) | (k.abs() > 22)
+                        | hexlike)
+    pow10 = torch.tensor(_POW10, dtype=torch.float64, device=b.device)[k.abs().clamp(max=22)]
+    mf = m.to(torch.float64)
+    value = torch.where(k >= 0, mf * pow10, mf / pow10)
+    value = torch.where(is_number & ~slow, value, torch.zeros_like(value))
+    return value, slow
