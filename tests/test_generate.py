@@ -57,7 +57,7 @@ def _compile(src: str):
         return compile_source(src)
     except CompileError:
         raise
-    except Exception as e:  # noqa: BLE001 - re-raised as a test failure naming the input
+    except Exception as e:
         raise AssertionError(f"compile_source raised {type(e).__name__}: {e} on {src!r}") from e
 
 
@@ -270,7 +270,7 @@ def test_reachability(corpus, compiled):
                 feats["docstring-unicode"] += not t.text.isascii()
             elif t.kind == "," and tokens[i + 1].kind == ")":
                 feats["trailing-comma"] += 1
-        feats["one-line"] += bool(re.search(r"^def [^\n]*\)\s*:[ \t]*return\b", norm, re.M))
+        feats["one-line"] += bool(re.search(r"^def [^\n]*\)\s*:[ \t]*return\b", norm, re.MULTILINE))
         feats["crlf"] += "\r\n" in src
         feats["tabs"] += bool(re.search(r"\n\t+\S", norm))
         feats["comment"] += "#" in norm

@@ -38,23 +38,33 @@ The others (``delete-token``, ``insert-token:TOK``, ``swap-tokens``, ``duplicate
 
 from __future__ import annotations
 
-import keyword
 import random
 from dataclasses import dataclass
 
 from . import spec
 from .lexer import Token, normalize_newlines, tokenize
 
-__all__ = ["generate", "generate_batch", "mutate", "mutate_batch", "MUTATIONS", "GUARANTEED_KINDS",
-           "is_reserved"]
+__all__ = [
+    "GUARANTEED_KINDS",
+    "MUTATIONS",
+    "generate",
+    "generate_batch",
+    "is_reserved",
+    "mutate",
+    "mutate_batch",
+]
 
 _ATOM = 10  # precedence of names, literals, calls and parenthesised expressions
-_P = spec  # short alias for the precedence constants
 
+#: Python's keywords and soft keywords, spelled out so that the random stream is the same on every version.
+_PY_KEYWORDS = ("False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue",
+                "def", "del", "elif", "else", "except", "finally", "for", "from", "global", "if", "import", "in",
+                "is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try", "while", "with", "yield",
+                "match", "case", "type", "_")
 #: Names a generated program never binds: builtins, constants, namespaces, (soft) keywords, BAD_KEYWORDS.
 _RESERVED = frozenset(
     set(spec.BUILTINS) | set(spec.CONSTANTS) | set(spec.NAMESPACES) | set(spec.KEYWORDS)
-    | set(spec.BAD_KEYWORDS) | set(keyword.kwlist) | set(getattr(keyword, "softkwlist", ())) | {"None"}
+    | set(spec.BAD_KEYWORDS) | set(_PY_KEYWORDS)
 )
 
 
@@ -66,7 +76,7 @@ def is_reserved(name: str) -> bool:
 _NAME_POOL = ("x", "y", "z", "a", "b", "c", "t", "u", "v", "w", "s", "p", "q", "k", "n", "m", "h", "g", "d",
               "r", "x0", "x1", "x2", "y1", "dx", "dt", "lo", "hi", "mu", "alpha", "beta", "gamma_", "theta",
               "eps", "tmp", "acc", "val", "scale", "bias", "out", "res", "inner", "num", "den", "xs", "X",
-              "Y", "T", "_t", "_", "x_2", "a1", "b2", "temp", "ratio", "delta", "omega", "rho", "sigma2")
+              "Y", "T", "_t", "x_", "x_2", "a1", "b2", "temp", "ratio", "delta", "omega", "rho", "sigma2")
 _FN_POOL = ("f", "g", "h", "kernel", "fn", "func", "gelu", "softplus", "my_fn", "step", "k", "F", "body",
             "swish", "score", "loss", "act", "f2", "compute", "_kernel")
 _UNKNOWN_NAMES = ("undefined", "zz", "foo", "bar", "q_unknown", "xx9", "missing", "z99", "nope", "yy", "Zq",
@@ -97,18 +107,18 @@ def _prec(node) -> int:
     if k in ("leaf", "call"):
         return _ATOM
     if k == "un":
-        return _P.PREC_NOT if node[1] == "not" else _P.PREC_UNARY
+        return spec.PREC_NOT if node[1] == "not" else spec.PREC_UNARY
     if k == "bin":
         return spec.BINARY_OPS[node[1]].prec
-    return _P.PREC_TERNARY
+    return spec.PREC_TERNARY
 
 
 def _operand_min_prec(op: str) -> tuple[int, int]:
     """Lowest precedence a (left, right) operand of binary `op` may have without parentheses."""
     if op == "**":  # left: a primary only (-2**2 is -(2**2)); right: a unary or power (2**-1)
-        return _ATOM, _P.PREC_UNARY
+        return _ATOM, spec.PREC_UNARY
     p = spec.BINARY_OPS[op].prec
-    if p == _P.PREC_CMP:  # never chained: both operands above comparisons
+    if p == spec.PREC_CMP:  # never chained: both operands above comparisons
         return p + 1, p + 1
     return p, p + 1  # left-associative
 
@@ -293,8 +303,8 @@ class _Gen:
             self.ntok += 1
             op = node[1]
             if op == "not":
-                return "not " + self.child(node[2], _P.PREC_NOT)
-            return op + self.child(node[2], _P.PREC_UNARY)
+                return "not " + self.child(node[2], spec.PREC_NOT)
+            return op + self.child(node[2], spec.PREC_UNARY)
         if k == "bin":
             left, op, right = self.bin_parts(node)
             s = self.sp(op) if op not in ("and", "or") else " "
@@ -312,8 +322,8 @@ class _Gen:
 
     def if_parts(self, node) -> tuple[str, str, str]:
         self.ntok += 2
-        return (self.child(node[1], _P.PREC_TERNARY + 1), self.child(node[2], _P.PREC_TERNARY + 1),
-                self.child(node[3], _P.PREC_TERNARY))
+        return (self.child(node[1], spec.PREC_TERNARY + 1), self.child(node[2], spec.PREC_TERNARY + 1),
+                self.child(node[3], spec.PREC_TERNARY))
 
     def call_args(self, node) -> list[str]:
         args = [self.child(a, 0) for a in node[3]]
@@ -366,6 +376,10 @@ class _Gen:
             return [f"{ind}{q}{words}", "", f"{ind}{more}", f"{ind}{close}"]
         return [f"{ind}{q}{words}{close}"]
 
+    def join(self, lines: list[str]) -> str:
+        text = "\n".join(lines) + self.st.final_eol
+        return text if self.st.eol == "\n" else text.replace("\n", self.st.eol)
+
     # --- the program ---
     def program(self, n_params: int, n_stmts: int) -> str:
         rng, st = self.rng, self.st
@@ -402,7 +416,7 @@ class _Gen:
             lines += body[1:]
             if st.p_comment and rng.random() < 0.3:
                 lines[-1] += "  " + self.comment()
-            return st.eol.join(lines) + st.final_eol.replace("\n", st.eol)
+            return self.join(lines)
         lines.append(header)
         ind = st.indent
         cont = ind + ("\t" if ind == "\t" else "    ")
@@ -450,7 +464,7 @@ class _Gen:
         emit(["return " + body[0]] + body[1:])
         if st.styled and rng.random() < 0.03:
             lines += ["", rng.choice(["", ind]) + self.comment()]
-        return st.eol.join(lines) + st.final_eol.replace("\n", st.eol)
+        return self.join(lines)
 
 
 def _range(r, name: str) -> tuple[int, int]:

@@ -36,7 +36,7 @@ class RuleError:
 class Structure:
     """What the rules learned about the file, reused by the serial compiler."""
 
-    lines: list[tuple[int, int]]  # logical lines: (first token index, index of its newline token)
+    lines: list[tuple[int, int]]  # logical lines: (first token index, index of its newline token or the end)
     header_open: int = -1  # index of the `(` of `def name(`
     header_close: int = -1
     header_colon: int = -1
@@ -49,6 +49,8 @@ def _logical_lines(tokens: list[Token]) -> list[tuple[int, int]]:
         if t.kind == "newline":
             lines.append((start, i))
             start = i + 1
+    if start < len(tokens):  # lexing stopped at an error inside this line
+        lines.append((start, len(tokens)))
     return lines
 
 

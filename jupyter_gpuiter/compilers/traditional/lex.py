@@ -60,7 +60,7 @@ class Tokens:
     lex_error: torch.Tensor  # [B] lexical error code (dfa.E_*), 0 = none
     lex_line: torch.Tensor  # [B]
     lex_col: torch.Tensor  # [B]
-    data: torch.Tensor  # normalised bytes [B, L]
+    data_padded: torch.Tensor  # normalised bytes [B, L + 1]
     lengths: torch.Tensor  # [B]
 
 
@@ -223,7 +223,7 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     lex_line = _gather(line, rep[:, None].clamp(max=L - 1))[:, 0]
     lex_col = _gather(col, rep[:, None].clamp(max=L - 1))[:, 0]
     return Tokens(tok_kind, tok_start, tok_end, tok_line, tok_col, tok_line_start, key, tok_hash, value, slow, prefix_bad, count,
-                  code, lex_line, lex_col, data, lengths)
+                  code, lex_line, lex_col, b, lengths)
 
 
 def pack_key(word: str) -> int:
@@ -275,33 +275,52 @@ _POW10 = [10.0 ** k for k in range(23)]
 def _numbers(b, start, end, is_number):
     """Exact float64 values of decimal literals on the device (Clinger's fast path: an integer
     mantissa below 2^53 scaled by 10^k with |k| <= 22 is one correctly rounded operation); other
-    literals (hex/octal/binary, long mantissas, big exponents) are flagged for the host."""
+    literals (hex/octal/binary, long mantissas, big exponents) are flagged for the host.
+
+    Works per byte with prefix sums: a token's digit sums are differences of row-wide sums taken
+    at its start and end (int64 arithmetic wraps, so the differences stay exact)."""
     B, L = b.shape
-    T = start.shape[1]
-    W = 32  # literals longer than this go to the host
-    offs = torch.arange(W, device=b.device)
-    idx = start[..., None] + offs  # [B, T, W]
-    ch = b.gather(1, idx.clamp(max=L - 1).reshape(B, -1)).reshape(B, T, W)
-    inside = idx < end[..., None]
-    ch = torch.where(inside, ch, torch.zeros_like(ch))
-    is_digit = (ch >= 48) & (ch <= 57)
-    is_e = (ch | 32) == ord("e")
-    seen_e = is_e.long().cumsum(-1) > 0
-    seen_dot = (ch == 46).long().cumsum(-1) > 0
-    mant = is_digit & ~seen_e
-    expo = is_digit & seen_e
-    d = (ch - 48).clamp(0, 9)
-    mant_after = mant.long().flip(-1).cumsum(-1).flip(-1) - mant.long()
-    n_mant = mant.sum(-1)
-    m = (torch.where(mant, d, 0) * torch.pow(10, mant_after.clamp(max=18))).sum(-1)
-    exp_after = expo.long().flip(-1).cumsum(-1).flip(-1) - expo.long()
-    e = (torch.where(expo, d, 0) * torch.pow(10, exp_after.clamp(max=18))).sum(-1)
-    e = torch.where((ch == 45).any(-1), -e, e)
-    k = e - (mant & seen_dot).sum(-1)
-    length = end - start
-    hexlike = ((ch[..., 1] | 32) == ord("x")) | ((ch[..., 1] | 32) == ord("o")) | ((ch[..., 1] | 32) == ord("b"))
-    slow = is_number & ((length > W) | (n_mant > 18) | (expo.sum(-1) > 4) | (m >= 2 ** 53) | (k.abs() > 22)
-                        | hexlike)
+    pos = torch.arange(L, device=b.device).expand(B, L)
+    starts = torch.zeros((B, L), dtype=torch.bool, device=b.device)
+    starts.scatter_(1, start.clamp(0, L - 1), is_number)
+    tok_start = _last_true(starts)
+    tok_end = torch.zeros((B, L), dtype=torch.long, device=b.device)
+    tok_end.scatter_(1, start.clamp(0, L - 1), torch.where(is_number, end, 0))
+    tok_end = _gather(tok_end, tok_start.clamp(min=0))
+    inside = (tok_start >= 0) & (pos < tok_end)
+
+    def csum(x):  # inclusive prefix sums with a leading zero column: csum(x)[j] = sum of x[:j]
+        return torch.cat([torch.zeros_like(x[:, :1]), x.cumsum(1)], 1)
+
+    def seg(c, i, j):  # sum over [i, j) from a csum
+        return _gather(c, j) - _gather(c, i)
+
+    is_e = inside & ((b | 32) == ord("e"))
+    c_e, c_dot = csum(is_e.long()), csum((inside & (b == 46)).long())
+    ts = tok_start.clamp(min=0)
+    seen_e = (c_e[:, 1:] - _gather(c_e, ts)) > 0
+    seen_dot = (c_dot[:, 1:] - _gather(c_dot, ts)) > 0
+    digit = inside & (b >= 48) & (b <= 57)
+    mant, expo = digit & ~seen_e, digit & seen_e
+    c_mant, c_expo = csum(mant.long()), csum(expo.long())
+    mant_after = _gather(c_mant, tok_end) - c_mant[:, 1:]
+    exp_after = _gather(c_expo, tok_end) - c_expo[:, 1:]
+    d = (b - 48).clamp(0, 9)
+    p10 = torch.pow(10, torch.arange(19, device=b.device))
+    m_terms = torch.where(mant & (mant_after <= 18), d * p10[mant_after.clamp(0, 18)], 0)
+    e_terms = torch.where(expo & (exp_after <= 18), d * p10[exp_after.clamp(0, 18)], 0)
+    frac = csum((mant & seen_dot).long())
+    minus = csum((inside & seen_e & (b == 45)).long())
+    c_m, c_x = csum(m_terms), csum(e_terms)
+    s, e_ = start.clamp(0, L), end.clamp(0, L)
+    m = seg(c_m, s, e_)
+    e = seg(c_x, s, e_)
+    e = torch.where(seg(minus, s, e_) > 0, -e, e)
+    k = e - seg(frac, s, e_)
+    n_mant, n_exp = seg(c_mant, s, e_), seg(c_expo, s, e_)
+    second = _gather(b, start + 1) | 32
+    hexlike = (second == ord("x")) | (second == ord("o")) | (second == ord("b"))
+    slow = is_number & ((n_mant > 18) | (n_exp > 4) | (m >= 2 ** 53) | (k.abs() > 22) | hexlike)
     pow10 = torch.tensor(_POW10, dtype=torch.float64, device=b.device)[k.abs().clamp(max=22)]
     mf = m.to(torch.float64)
     value = torch.where(k >= 0, mf * pow10, mf / pow10)

@@ -1,0 +1,65 @@
+"""Small tensor helpers shared by the passes: neighbours, scans, gathers, error keys."""
+
+from __future__ import annotations
+
+import torch
+
+BIG = 1 << 40
+# An error is one int64 key, ordered as the language orders errors: by line, column, priority, kind
+# code; the low bits carry the message id. Min-reducing keys picks the first error.
+_COL, _PRIO, _CODE, _MSG = 1 << 14, 16, 8, 256
+
+
+def error_key(line, col, priority, code, msg):
+    return (((line * _COL + col) * _PRIO + (priority + 1)) * _CODE + code) * _MSG + msg
+
+
+def decode_key(key: int) -> tuple[int, int, int, int]:
+    """(line, col, kind code, message id) of an error key."""
+    msg = key % _MSG
+    key //= _MSG
+    code = key % _CODE
+    key //= _CODE * _PRIO
+    return key // _COL, key % _COL, code, msg
+
+
+NO_ERROR = error_key(1 << 20, 0, 0, 0, 0)
+
+
+def shift_right(x: torch.Tensor, fill) -> torch.Tensor:
+    """x[:, i-1] at i (fill at 0)."""
+    return torch.cat([torch.full_like(x[:, :1], fill), x[:, :-1]], 1)
+
+
+def shift_left(x: torch.Tensor, fill) -> torch.Tensor:
+    """x[:, i+1] at i (fill at the end)."""
+    return torch.cat([x[:, 1:], torch.full_like(x[:, :1], fill)], 1)
+
+
+def positions(x: torch.Tensor) -> torch.Tensor:
+    B, T = x.shape[:2]
+    return torch.arange(T, device=x.device).expand(B, T)
+
+
+def last_true(mask: torch.Tensor, inclusive: bool = True) -> torch.Tensor:
+    """Largest j <= i (j < i when not inclusive) with mask[j], or -1."""
+    v = torch.where(mask, positions(mask), -1).cummax(1).values
+    return v if inclusive else shift_right(v, -1)
+
+
+def next_true(mask: torch.Tensor) -> torch.Tensor:
+    """Smallest j > i with mask[j], or BIG."""
+    v = torch.where(mask, positions(mask), BIG)
+    return shift_left(v, BIG).flip(1).cummin(1).values.flip(1)
+
+
+def first_true(mask: torch.Tensor) -> torch.Tensor:
+    """[B] index of the first True per row, or -1."""
+    return torch.where(mask.any(1), mask.long().argmax(1), -1)
+
+
+def gather(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """x[b, idx[b, ...]] with idx clamped into range (callers mask invalid indices)."""
+    if idx.dim() == 1:
+        return x.gather(1, idx.clamp(0, x.shape[1] - 1)[:, None])[:, 0]
+    return x.gather(1, idx.clamp(0, x.shape[1] - 1))

@@ -1,0 +1,190 @@
+"""Pass 2, rules: the token-level rules of lang/rules.py as tensor programs over tokens [B, T].
+
+Brackets (depth by prefix sums, the innermost open paren by a batched binary search over
+(level, position) keys), the file's shape (one `def` header, logical lines, indentation compared by
+hashes of the indentation bytes), the docstring, limits, and one check per token kind. Output: per
+program the first error key (common.error_key) and the structure later passes use. O(B*T log T).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ...lang import spec
+from ...lang.errors import KIND_CODES
+from ...lang.rules import P_FILE, P_INDENT, P_LIMIT, P_TOKEN
+from .common import BIG, NO_ERROR, error_key, first_true, gather, last_true, positions, shift_left, shift_right
+from .lex import Tokens, _hash, pack_key
+
+K = spec.TOK
+MESSAGES = [
+    ("syntax", "internal"),
+    ("too-large", f"more than {spec.MAX_NESTING} nested brackets"),
+    ("syntax", "'(' was never closed"),
+    ("unsupported", "only builtin functions can be called"),
+    ("unsupported", "empty source: expected `def name(params):`"),
+    ("unsupported", "expected a function definition `def name(params):` first"),
+    ("too-large", f"more than {spec.MAX_PARAMS} parameters"),
+    ("unsupported", "parameters must be plain names: no defaults, annotations or *args"),
+    ("syntax", "a statement cannot start after a backslash continuation"),
+    ("syntax", "unexpected indent"),
+    ("syntax", "expected an indented function body"),
+    ("unsupported", "code outside the function: a cell holds one `def`"),
+    ("syntax", "indentation does not match the lines above"),
+    ("too-large", f"more than {spec.MAX_TOKENS} tokens"),
+    ("too-large", f"more than {spec.MAX_NESTING} prefix operators in a row"),
+    ("unsupported", "this Python keyword is not part of the kernel language"),
+    ("unsupported", "this operator is not part of the kernel language"),
+    ("unsupported", "f-strings and bytes are not supported"),
+    ("unsupported", "strings are only allowed as the docstring"),
+    ("unsupported", "attribute access is only for math.NAME and np.NAME builtins"),
+    ("unsupported", "tuples are not supported: return and assign one value"),
+    ("unsupported", "keyword arguments and defaults are not supported"),
+    ("unsupported", "':' only ends the `def` line (no if/for/lambda/slices/annotations)"),
+    ("unsupported", "star arguments are not supported"),
+    ("unsupported", "one function per cell: nested or further `def` is not supported"),
+    ("unsupported", "if statements are not supported: use `a if c else b` or where(c, a, b)"),
+]
+MSG = {m: i for i, (_, m) in enumerate(MESSAGES)}
+NAMESPACE_KEYS = [pack_key(n) for n in spec.NAMESPACES]
+OPERAND_END = [K["name"], K["number"], K["string"], K["True"], K["False"], K[")"]]
+
+
+def isin(x: torch.Tensor, values) -> torch.Tensor:
+    return torch.isin(x, torch.tensor(list(values), device=x.device))
+
+
+@dataclass
+class Structure:
+    """What later passes need: logical lines, brackets, the header, the docstring."""
+
+    valid: torch.Tensor  # [B, T] token exists
+    line_id: torch.Tensor  # [B, T] logical line of each token
+    depth: torch.Tensor  # [B, T] open parens before the token (for `(`: outside it)
+    enclosing: torch.Tensor  # [B, T] innermost open `(` around the token, or -1
+    is_call: torch.Tensor  # [B, T] `(` that opens a call's arguments
+    header_open: torch.Tensor  # [B]
+    header_close: torch.Tensor  # [B]
+    header_colon: torch.Tensor  # [B]
+    one_line: torch.Tensor  # [B]
+    docstring: torch.Tensor  # [B, T] tokens of the docstring line
+    line_start_tok: torch.Tensor  # [B, T] first token of a logical line
+    error: torch.Tensor  # [B] first error key, NO_ERROR if none
+
+
+def check(tk: Tokens, complete: torch.Tensor) -> Structure:
+    kind = tk.kind
+    B, T = kind.shape
+    pos = positions(kind)
+    valid = pos < tk.count[:, None]
+    errors = torch.full((B, T), NO_ERROR, dtype=torch.long, device=kind.device)
+
+    def fail(mask, message, priority=P_TOKEN, line=None, col=None):
+        nonlocal errors
+        k, _ = MESSAGES[MSG[message]]
+        key = error_key(tk.line if line is None else line, tk.col if col is None else col, priority,
+                        KIND_CODES[k], MSG[message])
+        errors = torch.where(mask & valid, torch.minimum(errors, key), errors)
+
+    prev = shift_right(kind, K["newline"])
+    nxt = shift_left(kind, K["newline"])
+    is_open, is_close = kind == K["("], kind == K[")"]
+    delta = is_open.long() - is_close.long()
+    depth_after = delta.cumsum(1)
+    depth = depth_after - delta
+    # brackets
+    is_call = is_open & (prev == K["name"])
+    fail(is_open & isin(prev, OPERAND_END[1:]), "only builtin functions can be called")
+    fail(is_open & (depth_after > spec.MAX_NESTING), f"more than {spec.MAX_NESTING} nested brackets", P_LIMIT)
+    suffix_min = shift_left(depth_after, BIG).flip(1).cummin(1).values.flip(1)
+    suffix_min = torch.where(pos + 1 < tk.count[:, None], suffix_min, depth_after[:, -1:].expand(B, T) * 0 + BIG)
+    fail(is_open & (suffix_min >= depth_after) & complete[:, None], "'(' was never closed")
+    level_key = torch.where(is_open & valid, depth_after * (T + 1) + pos, BIG).sort(1).values
+    query = depth * (T + 1) + pos
+    found = torch.searchsorted(level_key, query) - 1
+    cand = gather(level_key, found)
+    enclosing = torch.where((found >= 0) & (cand // (T + 1) == depth) & (depth > 0), cand % (T + 1), -1)
+
+    # the file: a `def` header, then its body
+    is_nl = kind == K["newline"]
+    line_id = is_nl.long().cumsum(1) - is_nl.long()
+    line_start_tok = valid & ~is_nl & ((pos == 0) | (prev == K["newline"]))
+    first_end = first_true(is_nl & valid)
+    first_end = torch.where(first_end >= 0, first_end, tk.count)
+    empty = tk.count == 0
+    errors[:, 0] = torch.where(empty, error_key(1, 1, P_FILE, KIND_CODES["unsupported"], MSG[MESSAGES[4][1]]),
+                               errors[:, 0])
+    is_def0 = kind[:, 0] == K["def"]
+    fail((pos == 0) & ~is_def0[:, None], MESSAGES[5][1], P_FILE)
+    in_first = pos < first_end[:, None]
+    header_open = torch.where(is_def0, first_true(is_open & in_first), -1)
+    closes = is_close & in_first & (depth_after == 0) & (pos > header_open[:, None]) & (header_open[:, None] >= 0)
+    header_close = torch.where(closes.any(1), first_true(closes), -1)
+    header_end = torch.where(header_close >= 0, header_close, torch.where(header_open >= 0, first_end, -1))
+    after = header_close + 1
+    header_colon = torch.where((header_close >= 0) & (after < first_end) & (gather(kind, after) == K[":"]), after, -1)
+    in_header = (pos > header_open[:, None]) & (pos < header_end[:, None]) & (header_open[:, None] >= 0)
+    is_param = in_header & (kind == K["name"]) & (enclosing == header_open[:, None])
+    n_params = is_param.long().cumsum(1)
+    fail(is_param & (n_params == spec.MAX_PARAMS + 1), MESSAGES[6][1], P_LIMIT)
+    fail(in_header & ~is_param & (kind != K[","]), MESSAGES[7][1])
+    one_line = (header_colon >= 0) & (header_colon + 1 < first_end)
+
+    # indentation, compared as hashes of the bytes between the line start and the first token
+    indent_len = tk.start - tk.line_start
+    indent_hash = _hash(tk.data_padded, tk.line_start, tk.start)
+    lid = line_id
+    body_first = line_start_tok & (lid == 1)
+    bi_len = gather(indent_len, first_true(body_first))
+    bi_hash = gather(indent_hash, first_true(body_first))
+    ls = tk.line_start
+    after_bs = (ls >= 2) & (gather(tk.data_padded, ls - 2) == ord("\\"))
+    ol = one_line[:, None]
+    fail(line_start_tok & after_bs, MESSAGES[8][1], P_INDENT)
+    ok_bs = line_start_tok & ~after_bs
+    fail(ok_bs & (lid == 0) & (indent_len > 0), "unexpected indent", P_INDENT)
+    fail(ok_bs & (lid == 1) & (indent_len == 0) & ~ol, MESSAGES[10][1], P_INDENT)
+    fail(ok_bs & (lid >= 1) & (indent_len == 0) & ((lid > 1) | ol), MESSAGES[11][1], P_FILE)
+    mismatch = ol | (indent_len != bi_len[:, None]) | (indent_hash != bi_hash[:, None])
+    deeper = ol | (indent_len > bi_len[:, None])
+    later = ok_bs & (indent_len > 0) & ((lid >= 2) | (ol & (lid >= 1))) & mismatch
+    fail(later & deeper, "unexpected indent", P_INDENT)
+    fail(later & ~deeper, MESSAGES[12][1], P_INDENT)
+    n_lines = (is_nl & valid).sum(1)
+    fail((pos == 0) & (complete & (n_lines == 1) & ~one_line & is_def0)[:, None], MESSAGES[10][1])
+
+    # the docstring: the first body line made only of strings
+    doc_range = torch.where(ol, (pos > header_colon[:, None]) & (lid == 0), lid == 1) & valid & ~is_nl
+    doc_ok = doc_range.any(1) & ~(doc_range & (kind != K["string"])).any(1)
+    docstring = doc_range & doc_ok[:, None]
+
+    # token by token
+    significant = (valid & ~is_nl).long().cumsum(1)
+    fail(~is_nl & (significant == spec.MAX_TOKENS + 1), MESSAGES[13][1], P_LIMIT)
+    prefix = ((kind == K["-"]) | (kind == K["+"])) & ~isin(prev, OPERAND_END) | (kind == K["not"])
+    run = pos - last_true(~prefix)
+    fail(prefix & (run == spec.MAX_NESTING + 1), MESSAGES[14][1], P_LIMIT)
+    enc_call = gather(is_call.long(), enclosing).bool() | (enclosing == header_open[:, None])
+    in_call = (enclosing >= 0) & enc_call
+    prev_key = shift_right(tk.key, 0)
+    fail(kind == K["bad-keyword"], MESSAGES[15][1])
+    fail(kind == K["bad-op"], MESSAGES[16][1])
+    is_str = kind == K["string"]
+    fail(is_str & tk.prefix_bad, MESSAGES[17][1])
+    fail(is_str & ~tk.prefix_bad & ~docstring, MESSAGES[18][1])
+    dot_ok = (prev == K["name"]) & isin(prev_key, NAMESPACE_KEYS) & (nxt == K["name"])
+    fail((kind == K["."]) & ~dot_ok, MESSAGES[19][1])
+    fail((kind == K[","]) & ~in_call, MESSAGES[20][1])
+    fail((kind == K["="]) & (enclosing >= 0), MESSAGES[21][1])
+    fail((kind == K[":"]) & (pos != header_colon[:, None]), MESSAGES[22][1])
+    prev_call_open = shift_right(is_call, False)
+    star = (kind == K["*"]) | (kind == K["**"])
+    fail(star & in_call & ((prev == K[","]) | prev_call_open), MESSAGES[23][1])
+    fail((kind == K["def"]) & (pos != 0), MESSAGES[24][1])
+    fail((kind == K["if"]) & line_start_tok, MESSAGES[25][1])
+
+    error = errors.min(1).values
+    return Structure(valid, line_id, depth, enclosing, is_call, header_open, header_close, header_colon, one_line,
+                     docstring, line_start_tok, error)
