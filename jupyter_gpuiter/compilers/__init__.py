@@ -23,7 +23,13 @@ def _serial(sources: Sequence[str], device=None) -> BatchResult:
     return BatchResult(results, "serial")
 
 
-MODES: dict[str, Callable[..., BatchResult]] = {"serial": _serial}
+def _traditional(sources: Sequence[str], device=None) -> BatchResult:
+    from .traditional import compile_batch as traditional_batch
+
+    return traditional_batch(sources, device=device)
+
+
+MODES: dict[str, Callable[..., BatchResult]] = {"serial": _serial, "traditional": _traditional}
 
 
 def compile_batch(sources: Sequence[str], mode: str = "serial", device=None) -> BatchResult:

@@ -7,7 +7,7 @@ import torch
 BIG = 1 << 40
 # An error is one int64 key, ordered as the language orders errors: by line, column, priority, kind
 # code; the low bits carry the message id. Min-reducing keys picks the first error.
-_COL, _PRIO, _CODE, _MSG = 1 << 14, 16, 8, 256
+_COL, _PRIO, _CODE, _MSG = 1 << 14, 1 << 12, 8, 256
 
 
 def error_key(line, col, priority, code, msg):

@@ -57,6 +57,7 @@ class Tokens:
     slow_number: torch.Tensor  # numbers whose exact value the host computes at the end
     prefix_bad: torch.Tensor  # strings with an f/b prefix
     count: torch.Tensor  # [B] tokens per program
+    truncated: torch.Tensor  # [B] more tokens than the arrays hold
     lex_error: torch.Tensor  # [B] lexical error code (dfa.E_*), 0 = none
     lex_line: torch.Tensor  # [B]
     lex_col: torch.Tensor  # [B]
@@ -202,6 +203,7 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     tok_col = compact(col)
     tok_line_start = compact(line_start)
     count = selected.sum(1).clamp(max=T)
+    truncated = selected.sum(1) > T  # over the limits anyway; the end-of-file rules must not fire
 
     # names: packed key (keyword and builtin lookups) and a hash of the full text (identity)
     length = tok_end - tok_start
@@ -222,7 +224,7 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     prefix_bad = (tok_kind == spec.TOK["string"]) & (bad_letter(p0) | ((p0 != 39) & (p0 != 34) & bad_letter(p1)))
     lex_line = _gather(line, rep[:, None].clamp(max=L - 1))[:, 0]
     lex_col = _gather(col, rep[:, None].clamp(max=L - 1))[:, 0]
-    return Tokens(tok_kind, tok_start, tok_end, tok_line, tok_col, tok_line_start, key, tok_hash, value, slow, prefix_bad, count,
+    return Tokens(tok_kind, tok_start, tok_end, tok_line, tok_col, tok_line_start, key, tok_hash, value, slow, prefix_bad, count, truncated,
                   code, lex_line, lex_col, b, lengths)
 
 

@@ -1,0 +1,143 @@
+"""Pass 5, codegen: nodes -> instructions, by one sort and prefix sums.
+
+Canonical order is statement order and left-to-right post-order, which is the order of
+(last token of the node, round that made it): a node ends with or after its last child and is
+made later than its children; disjoint nodes are ordered by position. Each node emits 0..7
+instructions (a name emits none, a variadic min/max n-1); registers are the exclusive prefix sum of
+those counts in that order, offset by the parameters. Operands are gathered from the children's
+registers. O(B*T log T).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ...ir import OP_INDEX
+from ...lang import spec
+from .common import gather, positions
+from .lex import Tokens
+from .parse import N_BIN, N_BOOL, N_CALL, N_NUM, N_PRE, N_TERN, Tree
+from .semantic import BUILTIN_NAMES, CONSTANT_NAMES, Semantics
+
+K = spec.TOK
+MAX_FOLD = 7
+
+
+def _op_table(dev):
+    t = torch.full((len(spec.TOKEN_KINDS),), -1, dtype=torch.long, device=dev)
+    for tok, b in spec.BINARY_OPS.items():
+        t[K[tok]] = OP_INDEX[b.ir_op]
+    for tok, op in spec.AUG_ASSIGN.items():
+        t[K[tok]] = OP_INDEX[spec.BINARY_OPS[op].ir_op]
+    return t
+
+
+def codegen(tk: Tokens, tr: Tree, sm: Semantics, max_rounds: int):
+    """(ops [B, N], args [B, N, 3], imm [B, N], imm_token [B, N], lengths [B]); N = T + 34."""
+    kind = tk.kind
+    dev = kind.device
+    B, T = kind.shape
+    pos = positions(kind)
+    N = T + spec.MAX_PARAMS + 2
+    body = tr.body
+    op_tab = _op_table(dev)
+    unary = torch.full((len(spec.TOKEN_KINDS),), -1, dtype=torch.long, device=dev)
+    unary[K["-"]], unary[K["+"]], unary[K["not"]] = OP_INDEX["neg"], OP_INDEX["pos"], OP_INDEX["not"]
+    b_ops = torch.tensor([OP_INDEX[spec.BUILTINS[n].ir_op] for n in BUILTIN_NAMES], device=dev)
+    b_var = torch.tensor([spec.BUILTINS[n].arity[0] != spec.BUILTINS[n].arity[1] for n in BUILTIN_NAMES], device=dev)
+    c_vals = torch.tensor([spec.CONSTANTS[n] for n in CONSTANT_NAMES], dtype=torch.float64, device=dev)
+
+    nt = tr.ntype
+    aug = body & (tr.stmt_aug >= 0) & (tr.stmt_first == pos)  # at statement start: the aug op emits
+    aug_tok = tr.stmt_aug.clamp(min=0)
+    is_const = body & ((nt == N_NUM) | (nt == N_BOOL) | (sm.const_name >= 0))
+    is_op = body & ((nt == N_BIN) | (nt == N_PRE) | (nt == N_TERN))
+    is_call = body & (nt == N_CALL) & (sm.builtin >= 0)
+    variadic = is_call & b_var[sm.builtin.clamp(min=0)]
+    n_inst = torch.where(is_const | is_op, 1, 0)
+    n_inst = torch.where(is_call, torch.where(variadic, (tr.n_args - 1).clamp(min=1), 1), n_inst)
+    # the aug instruction is attributed to the aug operator token
+    aug_here = torch.zeros((B, T + 1), dtype=torch.bool, device=dev)
+    aug_here.scatter_(1, torch.where(aug, aug_tok, T), True)
+    aug_here = aug_here[:, :T]
+    n_inst = torch.where(aug_here, 1, n_inst)
+    stmt_last = torch.where(body, tr.node_end, 0)
+    end = torch.where(aug_here, gather(tr.node_end, gather(tr.stmt_value, tr.stmt_first.clamp(min=0)).clamp(min=0)),
+                      tr.node_end)
+    made = torch.where(aug_here, max_rounds + 1, tr.made)
+    del stmt_last
+    key = torch.where(n_inst > 0, end * (max_rounds + 2) + made, 1 << 40)
+    order = key.argsort(1)
+    counts = n_inst.gather(1, order)
+    base_sorted = counts.cumsum(1) - counts
+    base = torch.empty_like(base_sorted)
+    base.scatter_(1, order, base_sorted)
+    base = base + sm.n_params[:, None]
+    value_reg = base + n_inst - 1
+    # the register a node's value lives in (names: their binding's)
+    src = sm.source
+    src_reg = torch.where(src >= T, src - T, gather(value_reg, src.clamp(min=0, max=T - 1)))
+    reg = torch.where(src >= 0, src_reg, value_reg)
+
+    def reg_of(node):
+        return torch.where(node >= 0, gather(reg, node.clamp(min=0)), -1)
+
+    ops = torch.full((B, N + 1), -1, dtype=torch.long, device=dev)
+    args = torch.full((B, N + 1, 3), -1, dtype=torch.long, device=dev)
+    imm = torch.zeros((B, N + 1), dtype=torch.float64, device=dev)
+    imm_tok = torch.full((B, N + 1), -1, dtype=torch.long, device=dev)
+    trash = torch.full_like(pos, N)
+
+    def emit(mask, at, op, a=None, b=None, c=None, value=None, token=None):
+        idx = torch.where(mask, at, trash)
+        ops.scatter_(1, idx, torch.where(mask, op, -1))
+        for j, operand in enumerate((a, b, c)):
+            if operand is not None:
+                args[..., j].scatter_(1, idx, torch.where(mask, operand, -1))
+        if value is not None:
+            imm.scatter_(1, idx, torch.where(mask, value, 0.0))
+        if token is not None:
+            imm_tok.scatter_(1, idx, torch.where(mask, token, -1))
+
+    c0, c1, c2 = tr.child[..., 0], tr.child[..., 1], tr.child[..., 2]
+    # constants
+    cval = torch.where(nt == N_NUM, tk.value, torch.where(nt == N_BOOL, (kind == K["True"]).double(),
+                                                            c_vals[sm.const_name.clamp(min=0)]))
+    cop = torch.where(nt == N_BOOL, OP_INDEX["bool"], OP_INDEX["const"])
+    emit(is_const, base, cop, value=cval, token=torch.where((nt == N_NUM) & tk.slow_number, pos, -1))
+    # operators
+    emit(body & (nt == N_BIN), base, op_tab[kind], reg_of(c0), reg_of(c1))
+    emit(body & (nt == N_PRE), base, unary[kind], reg_of(c0))
+    emit(body & (nt == N_TERN), base, torch.full_like(pos, OP_INDEX["select"]), reg_of(c0), reg_of(c1), reg_of(c2))
+    # aug assignment: op(target, value)
+    tgt = torch.where(aug_here, 0, 0)
+    first_tok = tr.stmt_first.clamp(min=0)
+    target_atom = first_tok  # the target is the statement's first atom
+    tgt = gather(tr.stmt_targets, target_atom)
+    emit(aug_here, base, op_tab[kind], reg_of(tgt), reg_of(gather(tr.stmt_value, first_tok)))
+    # calls: argument registers by (call, rank)
+    arg_regs = torch.full((B, T + 1, 8), -1, dtype=torch.long, device=dev)
+    is_arg = tr.parent >= 0
+    flat = torch.where(is_arg & (tr.arg_rank < 8), tr.parent * 8 + tr.arg_rank, T * 8)
+    arg_regs.view(B, -1).scatter_(1, flat, torch.where(is_arg, reg, -1))
+    arg_regs = arg_regs[:, :T]
+    bop = b_ops[sm.builtin.clamp(min=0)]
+    fixed = is_call & ~variadic
+    emit(fixed, base, bop, arg_regs[..., 0], arg_regs[..., 1], arg_regs[..., 2])
+    for j in range(MAX_FOLD):
+        m = variadic & (j < tr.n_args - 1)
+        acc = arg_regs[..., 0] if j == 0 else base + j - 1
+        emit(m, base + j, bop, acc, arg_regs[..., j + 1])
+    # parameters and the return
+    P = sm.n_params
+    pidx = torch.arange(N + 1, device=dev).expand(B, N + 1)
+    is_param = pidx < P[:, None]
+    ops = torch.where(is_param, OP_INDEX["param"], ops)
+    imm = torch.where(is_param, pidx.double(), imm)
+    total = P + n_inst.sum(1)
+    ret_stmt = torch.where((body & (tr.stmt_kind == 3)).any(1), (body & (tr.stmt_kind == 3)).long().argmax(1), 0)
+    ret_val = gather(tr.stmt_value, ret_stmt)
+    ret_reg = gather(reg, ret_val.clamp(min=0))
+    ops.scatter_(1, total[:, None].clamp(max=N), torch.full_like(total[:, None], OP_INDEX["ret"]))
+    args[..., 0].scatter_(1, total[:, None].clamp(max=N), ret_reg[:, None])
+    return ops[:, :N], args[:, :N], imm[:, :N], imm_tok[:, :N], total + 1
