@@ -180,8 +180,8 @@ def check(tokens: list[Token], source: str, complete: bool = True) -> tuple[Stru
             fail(t, "unsupported", "keyword arguments and defaults are not supported")
         elif k == ":" and i != st.header_colon:
             fail(t, "unsupported", "':' only ends the `def` line (no if/for/lambda/slices/annotations)")
-        elif k in ("*", "**") and in_call and (prev == "," or (prev == "(" and is_call[i - 1])):
-            fail(t, "unsupported", "star arguments are not supported")
+        elif k in ("*", "**") and prev not in OPERAND_END:
+            fail(t, "unsupported", "star expressions and *args are not supported")
         elif k == "def" and i != 0:
             fail(t, "unsupported", "one function per cell: nested or further `def` is not supported")
         elif k == "if" and i in line_starts:

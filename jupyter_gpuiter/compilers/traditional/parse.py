@@ -1,19 +1,27 @@
-"""Pass 3, parse: tokens -> expression trees, by parallel bottom-up reduction rounds.
+"""Pass 3, parse: tokens -> expression trees, in O(log T) tensor steps (no loop over the tree).
 
-Every round, each operator whose operands are already complete and that binds them more tightly
-than its neighbours do reduces at once, in every program of the batch: `a op b`, prefix `op a`,
-`( a )`, calls `f ( a , b )`, `a if c else b`. The reduced expression lives on at the operator's
-token (a call at its function name, a parenthesised one at its `(`). Rounds = height of the tree
-(a left-associative chain of n operators takes n rounds); each round is O(B*T) elementwise work.
+Operator precedence as binding powers: each token gets a left and a right binding power (lbp,
+rbp), offset by its nesting level (parentheses and ternary conditions), and every token's parent is
+one of its two nearest "weaker" neighbours (all nearest smaller values, ANSV):
 
-    tokens   x  =  -  a  *  ( b  +  c )            round 1:  - a      b + c
-    alive    x  =  -     *  (    +    )            round 2:  ( . )
-    alive    x  =  -     *  (                      round 3:  (-a) * (...)
-    alive    x  =        *                         done: statement `atom = atom`
+    L(i) = max j < i with rbp(j) < lbp(i)      R(i) = min k > i with lbp(k) < rbp(i)
+    parent(i) = L(i) if rbp(L(i)) >= lbp(R(i)) else R(i)
 
-Afterwards each statement must be `target = ... = value`, `target op= value`, `return [value]` or a
-lone expression; anything left over is a syntax error at the statement's first line. Nodes are
-indexed by token position: type, children, first/last token, and the round that made them.
+This is the Cartesian tree of the expression, generalised to prefix operators (lbp = inf),
+right-associative `**`, calls (`(` binds the name on its left tightest) and `a if c else b` (an `if`
+node under an `else` node). L and R come from sparse tables of minima by binary lifting:
+O(B*T log T) work, O(log T) steps. A subtree is exactly the open interval (L(i), R(i)), which gives
+each node's first and last token. Statements are split by walls (`=`, `op=`, `return`, NEWLINE)
+whose binding power is below everything.
+
+    x = - a * ( b + c )        bp:  x:inf  = wall  -:(inf,32)  a:inf  *:(28,29)  (:(inf,62)
+                                     b:inf  +:(88,89)  c:inf  ):(62,inf)
+    tree: = | * ( - (a) , ( ( + (b, c) ) )
+
+Validity is local (Python's expression grammar on these tokens is an operator-precedence grammar):
+operands and operators must alternate, `not` may only start an operand of and/or/not, a ternary
+part or a statement value, and `if`/`else` must pair up inside each bracket. The first bad token
+makes a syntax error at its statement's first line.
 """
 
 from __future__ import annotations
@@ -23,23 +31,20 @@ from dataclasses import dataclass
 import torch
 
 from ...lang import spec
-from .common import BIG, gather, last_true, next_true, positions, shift_right
+from .common import BIG, gather, last_true, next_true, positions, shift_left, shift_right
 from .lex import Tokens
 from .rules import OPERAND_END, Structure, isin
 
 K = spec.TOK
-# token roles during reduction
-R_NONE, R_ATOM, R_BIN, R_PRE, R_LPAR, R_CALL, R_RPAR, R_COMMA, R_IF, R_ELSE, R_ASSIGN, R_AUG, R_RETURN = range(13)
-# node types
-N_NONE, N_NAME, N_NUM, N_BOOL, N_ATTR, N_BIN, N_PRE, N_TERN, N_CALL, N_TUPLE = range(10)
-
-BIN_PREC = {op: b.prec for op, b in spec.BINARY_OPS.items()}
+N_NONE, N_NAME, N_NUM, N_BOOL, N_ATTR, N_BIN, N_PRE, N_TERN, N_CALL, N_TUPLE, N_GROUP, N_SEP, N_CALLEE = range(13)
+INF = 1 << 30
+WALL = -1
+S = 64  # binding powers per nesting level
 AUG_OPS = list(spec.AUG_ASSIGN)
-OPENERS = [R_NONE, R_LPAR, R_CALL, R_COMMA, R_ASSIGN, R_AUG, R_RETURN, R_ELSE]  # may precede a ternary
-MAX_ROUNDS_BETWEEN_CHECKS = 8
+BIN_PREC = {op: b.prec for op, b in spec.BINARY_OPS.items()}
 
 
-def _table(mapping: dict, default=0, device=None) -> torch.Tensor:
+def _table(mapping: dict, default, device) -> torch.Tensor:
     t = torch.full((len(spec.TOKEN_KINDS),), default, dtype=torch.long, device=device)
     for k, v in mapping.items():
         t[K[k]] = v
@@ -49,272 +54,259 @@ def _table(mapping: dict, default=0, device=None) -> torch.Tensor:
 @dataclass
 class Tree:
     ntype: torch.Tensor  # [B, T] node type at the node's token (N_*)
-    child: torch.Tensor  # [B, T, 3] child node positions (-1 = none); ternary: (cond, then, else)
-    parent: torch.Tensor  # [B, T] parent node of call arguments (-1)
-    arg_rank: torch.Tensor  # [B, T] argument index of call arguments
-    n_args: torch.Tensor  # [B, T] for calls
-    attr: torch.Tensor  # [B, T] for N_ATTR and namespaced calls: the token after the dot (-1)
+    child: torch.Tensor  # [B, T, 3] value-node children (-1 = none); ternary: (cond, then, else)
+    parent: torch.Tensor  # [B, T] call of each argument node (-1)
+    arg_rank: torch.Tensor  # [B, T] argument index of argument nodes
+    n_args: torch.Tensor  # [B, T] call nodes: number of arguments
+    attr: torch.Tensor  # [B, T] N_ATTR and namespaced call nodes: the token after the dot (-1)
+    name_tok: torch.Tensor  # [B, T] name/attr/call nodes: the token whose text names it
+    callee: torch.Tensor  # [B, T] call nodes: the function's token
     node_start: torch.Tensor  # [B, T] first token of the node (errors are reported there)
     node_end: torch.Tensor  # [B, T] last token of the node
-    made: torch.Tensor  # [B, T] round that created the node (leaves: 0)
+    made: torch.Tensor  # [B, T] rounds - depth: children have smaller values than their parents
     chained: torch.Tensor  # [B, T] comparison whose left operand is an unparenthesised comparison
-    stmt_value: torch.Tensor  # [B, T] per statement-first-token: node of the value (-1)
-    stmt_targets: torch.Tensor  # [B, T] node of each assignment target atom at its first alive token (-1)
-    target_of: torch.Tensor  # [B, T] for target atoms: the statement's first token (-1)
-    stmt_kind: torch.Tensor  # [B, T] at the statement's first token: 0 none, 1 assign, 2 aug, 3 return, 4 expr
-    stmt_aug: torch.Tensor  # [B, T] at the statement's first token: the aug operator token (-1)
-    n_targets: torch.Tensor  # [B, T] at the statement's first token
-    stmt_first: torch.Tensor  # [B, T] first token of each token's statement
+    stmt_value: torch.Tensor  # [B, T] at a statement's first token: its value node (-1)
+    stmt_targets: torch.Tensor  # [B, T] value node of each token (through parentheses)
+    target_of: torch.Tensor  # [B, T] assignment-target roots: their statement's first token (-1)
+    stmt_kind: torch.Tensor  # [B, T] at the first token: 0 none, 1 assign, 2 aug, 3 return, 4 expression
+    stmt_aug: torch.Tensor  # [B, T] at the first token: the aug operator token (-1)
+    n_targets: torch.Tensor  # [B, T] at the first token
+    stmt_first: torch.Tensor  # [B, T] first token of each body token's statement
     body: torch.Tensor  # [B, T] tokens of body statements
-    wrapped: torch.Tensor  # [B, T] atom is parenthesised
-    rounds: int
-    syntax: torch.Tensor  # [B] first syntax error: token position (BIG = none)
+    rounds: int  # an upper bound of depth (made = rounds - depth)
+    syntax: torch.Tensor  # [B] first bad token (BIG = none)
+
+
+def _sparse_min(x: torch.Tensor, levels: int) -> list[torch.Tensor]:
+    """table[k][:, j] = min(x[:, j : j + 2^k]) (INF past the end)."""
+    table = [x]
+    for k in range(1, levels):
+        prev, step = table[-1], 1 << (k - 1)
+        shifted = torch.cat([prev[:, step:], torch.full_like(prev[:, :step], INF)], 1)
+        table.append(torch.minimum(prev, shifted))
+    return table
+
+
+def nearest_smaller_left(rbp: torch.Tensor, lbp: torch.Tensor) -> torch.Tensor:
+    """L(i) = max j < i with rbp[j] < lbp[i], or -1: binary lifting over a sparse table of minima."""
+    B, T = rbp.shape
+    levels = max(1, T.bit_length())
+    table = _sparse_min(rbp, levels)
+    j = positions(rbp).clone()  # invariant: rbp[j : i] >= lbp[i]
+    for k in range(levels - 1, -1, -1):
+        step = 1 << k
+        start = j - step
+        ok = (start >= 0) & (gather(table[k], start.clamp(min=0)) >= lbp)
+        j = torch.where(ok, start, j)
+    return j - 1
+
+
+def nearest_smaller_right(lbp: torch.Tensor, rbp: torch.Tensor) -> torch.Tensor:
+    """R(i) = min k > i with lbp[k] < rbp[i], or T."""
+    T = lbp.shape[1]
+    flipped = nearest_smaller_left(lbp.flip(1), rbp.flip(1))
+    return (T - 1 - flipped).flip(1)
 
 
 def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     kind = tk.kind
     dev = kind.device
     B, T = kind.shape
-    W = T + 1  # column T is a trash slot for masked scatters
     pos = positions(kind)
-    posw = torch.arange(W, device=dev).expand(B, W)
     lid = st.line_id
     is_nl = kind == K["newline"]
     ol = st.one_line[:, None]
     hc = st.header_colon[:, None]
     body = st.valid & ~is_nl & ~st.docstring & torch.where(ol, (lid == 0) & (pos > hc), lid >= 1) & ok[:, None]
-    stmt_first = torch.where(body, last_true(body & (shift_right(~body, True) | shift_right(lid, -1).ne(lid))), -1)
+    stmt_start = body & (shift_right(~body, True) | (shift_right(lid, -1) != lid))
+    stmt_first = torch.where(body, last_true(stmt_start), -1)
 
-    def wide(x, fill):
-        return torch.cat([x, torch.full_like(x[:, :1], fill)], 1)
+    # math.NAME: the namespace token stands for the attribute; the dot and the name drop out
+    dot = body & (kind == K["."])
+    ns = shift_left(dot, False) & body
+    dead = dot | shift_right(dot, False)
+    attr = torch.where(ns, pos + 2, -1)
+    live = body & ~dead
 
     prev_raw = shift_right(kind, K["newline"])
-    prefix_pm = ((kind == K["-"]) | (kind == K["+"])) & ~isin(prev_raw, OPERAND_END)
-    bin_prec_t = _table(BIN_PREC, 0, dev)
-    role = torch.full((B, T), R_NONE, dtype=torch.long, device=dev)
-    role = torch.where(isin(kind, [K["name"], K["number"], K["True"], K["False"]]), R_ATOM, role)
-    role = torch.where((bin_prec_t[kind] > 0) & ~prefix_pm, R_BIN, role)
-    role = torch.where(prefix_pm | (kind == K["not"]), R_PRE, role)
-    role = torch.where(kind == K["("], torch.where(st.is_call, R_CALL, R_LPAR), role)
-    role = torch.where(kind == K[")"], R_RPAR, role)
-    role = torch.where(kind == K[","], R_COMMA, role)
-    role = torch.where(kind == K["if"], R_IF, role)
-    role = torch.where(kind == K["else"], R_ELSE, role)
-    role = torch.where(kind == K["="], R_ASSIGN, role)
-    role = torch.where(isin(kind, [K[a] for a in AUG_OPS]), R_AUG, role)
-    role = torch.where(kind == K["return"], R_RETURN, role)
-    prec = torch.where(role == R_BIN, bin_prec_t[kind], 0)
-    prec = torch.where(role == R_PRE, torch.where(kind == K["not"], spec.PREC_NOT, spec.PREC_UNARY), prec)
+    is_atom = live & isin(kind, [K["name"], K["number"], K["True"], K["False"]])
+    prefix = live & ((((kind == K["-"]) | (kind == K["+"])) & ~isin(prev_raw, OPERAND_END)) | (kind == K["not"]))
+    prec_t = _table(BIN_PREC, 0, dev)
+    binary = live & (prec_t[kind] > 0) & ~prefix
+    lpar, rpar = live & (kind == K["("]), live & (kind == K[")"])
+    call = lpar & st.is_call
+    group = lpar & ~st.is_call
+    comma = live & (kind == K[","])
+    is_if, is_else = live & (kind == K["if"]), live & (kind == K["else"])
+    assign = live & (kind == K["="])
+    aug = live & isin(kind, [K[a] for a in AUG_OPS])
+    ret = live & (kind == K["return"])
+    wall = ~body | assign | aug | ret
+
+    # nesting level: parentheses, plus the conditions of ternaries (between `if` and `else`)
+    tern = is_if.long().cumsum(1) - is_if.long() - (is_else.long().cumsum(1))
+    level = st.depth - rpar.long() + tern
+    base = level * S
+    p4 = prec_t[kind] * 4
     right_assoc = kind == K["**"]
-    bad = torch.zeros((B, T), dtype=torch.bool, device=dev)
-    # `not` only starts an operand of and/or/not, a ternary part, an argument or a statement value
-    not_ctx = [K[k] for k in ("and", "or", "not", "if", "else", "(", ",", "=", "return", "newline")] + \
-        [K[a] for a in AUG_OPS]
-    bad |= body & (kind == K["not"]) & ~isin(prev_raw, not_ctx) & (stmt_first != pos)
+    lbp = torch.full((B, T), INF, dtype=torch.long, device=dev)
+    rbp = torch.full((B, T), INF, dtype=torch.long, device=dev)
+    lbp = torch.where(binary, base + p4 + right_assoc.long(), lbp)
+    rbp = torch.where(binary, base + p4 + 1 - right_assoc.long(), rbp)
+    unary_prec = torch.where(kind == K["not"], spec.PREC_NOT, spec.PREC_UNARY) * 4
+    rbp = torch.where(prefix, base + unary_prec, rbp)
+    lbp = torch.where(call, base + S - 4, lbp)
+    rbp = torch.where(lpar, base + S - 2, rbp)
+    lbp = torch.where(rpar, base + S - 2, lbp)
+    lbp = torch.where(comma, base, lbp)
+    rbp = torch.where(comma, base + 1, rbp)
+    lbp = torch.where(is_if, base + 6, lbp)
+    rbp = torch.where(is_if, base + 7, rbp)
+    lbp = torch.where(is_else, base + 5, lbp)
+    rbp = torch.where(is_else, base + 4, rbp)
+    lbp = torch.where(wall, WALL, lbp)
+    rbp = torch.where(wall, WALL, rbp)
 
-    alive = wide(body, False)
-    role = wide(torch.where(body, role, R_NONE), R_NONE)
-    prec, right_assoc = wide(prec, 0), wide(right_assoc, False)
-    ntype = torch.where(role[:, :T] == R_ATOM, torch.where(kind == K["name"], N_NAME, torch.where(
-        kind == K["number"], N_NUM, N_BOOL)), N_NONE)
-    ntype = wide(ntype, N_NONE)
-    nodeid = wide(pos, -1)
-    atom_start, atom_end = wide(pos, -1), wide(pos, -1)
-    node_start, node_end = wide(pos, -1), wide(pos, -1)
-    made = torch.zeros((B, W), dtype=torch.long, device=dev)
-    wrapped = torch.zeros((B, W), dtype=torch.bool, device=dev)
-    chained = torch.zeros((B, W), dtype=torch.bool, device=dev)
-    child = torch.full((B, W, 3), -1, dtype=torch.long, device=dev)
-    parent = torch.full((B, W), -1, dtype=torch.long, device=dev)
-    arg_rank = torch.zeros((B, W), dtype=torch.long, device=dev)
-    n_args = torch.zeros((B, W), dtype=torch.long, device=dev)
-    attr = torch.full((B, W), -1, dtype=torch.long, device=dev)
-    stmt_w = wide(stmt_first, -2)
+    L = nearest_smaller_left(rbp, lbp)
+    R = nearest_smaller_right(lbp, rbp)
+    take_left = (L >= 0) & ((R >= T) | (gather(rbp, L.clamp(min=0)) >= gather(lbp, R.clamp(max=T - 1))))
+    parent_tok = torch.where(take_left, L, torch.where(R < T, R, -1))
+    member = live & ~wall & ~rpar
+    parent_tok = torch.where(member & ~gather(wall, parent_tok.clamp(min=0)) & (parent_tok >= 0), parent_tok, -1)
+    root = member & (parent_tok < 0)
 
-    # math.NAME / np.NAME: one atom at the namespace token
-    dot = wide(body & (kind == K["."]), False)
-    ns = torch.roll(dot, -1, 1) & alive
-    attr = torch.where(ns, posw + 2, attr)
+    # children slots of each node; values see through parentheses
+    left_of = torch.full((B, T + 1), -1, dtype=torch.long, device=dev)
+    right_of = torch.full((B, T + 1), -1, dtype=torch.long, device=dev)
+    has_parent = member & (parent_tok >= 0)
+    left_of.scatter_(1, torch.where(has_parent & (pos < parent_tok), parent_tok, T), pos)
+    right_of.scatter_(1, torch.where(has_parent & (pos > parent_tok), parent_tok, T), pos)
+    left_of, right_of = left_of[:, :T], right_of[:, :T]
+    vn = torch.where(group & (right_of >= 0), right_of, pos)
+    for _ in range(max(1, (spec.MAX_NESTING + 1).bit_length())):
+        vn = gather(vn, vn)
+
+    def value(tok):
+        return torch.where(tok >= 0, gather(vn, tok.clamp(min=0)), -1)
+
+    ntype = torch.full((B, T), N_NONE, dtype=torch.long, device=dev)
+    ntype = torch.where(is_atom, torch.where(kind == K["name"], N_NAME, torch.where(kind == K["number"], N_NUM,
+                                                                                     N_BOOL)), ntype)
     ntype = torch.where(ns, N_ATTR, ntype)
-    node_end = torch.where(ns, posw + 2, node_end)
-    atom_end = torch.where(ns, posw + 2, atom_end)
-    ntype = torch.where(torch.roll(dot, 1, 1), N_NONE, ntype)
-    alive = alive & ~dot & ~torch.roll(dot, 1, 1)
-    role = torch.where(alive, role, R_NONE)
+    ntype = torch.where(binary, N_BIN, torch.where(prefix, N_PRE, ntype))
+    ntype = torch.where(call, N_CALL, ntype)
+    ntype = torch.where(group, torch.where(right_of >= 0, N_GROUP, N_TUPLE), ntype)
+    ntype = torch.where(is_else, N_TERN, torch.where(comma | is_if, N_SEP, ntype))
+    callee = torch.where(call, left_of, -1)
+    callee_mask = torch.zeros((B, T + 1), dtype=torch.bool, device=dev)
+    callee_mask.scatter_(1, torch.where(call & (left_of >= 0), left_of, T), True)
+    ntype = torch.where(callee_mask[:, :T] & (ntype != N_NONE), N_CALLEE, ntype)
+    attr = torch.where(call, gather(attr, callee.clamp(min=0)), attr)
+    name_tok = torch.where(attr >= 0, attr, torch.where(call, callee, pos))
 
-    # the `)` matching each `(`
-    match = torch.full((B, W), BIG, dtype=torch.long, device=dev)
-    close = body & (kind == K[")"])
-    match.scatter_(1, torch.where(close & (st.enclosing >= 0), st.enclosing, T), torch.where(close, pos, BIG))
+    if_node = torch.where(is_else, left_of, -1)
+    child = torch.stack([
+        torch.where(is_else, value(gather(right_of, if_node.clamp(min=0))), value(torch.where(prefix, right_of,
+                                                                                              left_of))),
+        torch.where(is_else, value(gather(left_of, if_node.clamp(min=0))), value(right_of)),
+        torch.where(is_else, value(right_of), -1)], -1)
+    child = torch.where((binary | prefix | is_else)[..., None], child, -1)
+    left_raw = torch.where(binary, left_of, -1)
+    is_cmp = binary & (prec_t[kind] == spec.PREC_CMP)
+    chained = is_cmp & gather(is_cmp, left_raw.clamp(min=0)) & (left_raw >= 0)
 
-    trash = torch.full((B, W), T, dtype=torch.long, device=dev)
+    # call arguments: the roots hanging under the call's `(` or under its commas
+    par = parent_tok.clamp(min=0)
+    under_call = has_parent & ~comma & (gather(call, par) | gather(comma, par))
+    call_of = torch.where(gather(comma, par), gather(st.enclosing, par), parent_tok)
+    arg = under_call & (call_of >= 0) & (pos > call_of)
+    comma_key = torch.where(comma, st.enclosing * (T + 1) + pos, BIG).sort(1).values
+    rank = torch.searchsorted(comma_key, call_of * (T + 1) + pos) - torch.searchsorted(comma_key, call_of * (T + 1))
+    parent = torch.full((B, T + 1), -1, dtype=torch.long, device=dev)
+    arg_rank = torch.zeros((B, T + 1), dtype=torch.long, device=dev)
+    vpos = value(pos)
+    parent.scatter_(1, torch.where(arg, vpos, T), torch.where(arg, call_of, -1))
+    arg_rank.scatter_(1, torch.where(arg, vpos, T), rank)
+    n_args = torch.zeros((B, T + 1), dtype=torch.long, device=dev)
+    n_args.scatter_add_(1, torch.where(arg, call_of, T), arg.long())
 
-    def put(dst, mask, idx, val):
-        """dst[idx] = val where mask (masked rows go to the trash column)."""
-        dst.scatter_(1, torch.where(mask, idx, trash[:, : idx.shape[1]]), val)
+    # depth by pointer jumping (statement roots have depth 1)
+    depth = member.long()
+    anc = parent_tok
+    for _ in range(max(1, T.bit_length())):
+        a = anc.clamp(min=0)
+        depth = depth + torch.where(anc >= 0, gather(depth, a), 0)
+        anc = torch.where(anc >= 0, gather(anc, a), -1)
+    rounds = T + 2
+    made = rounds - depth
+    node_start = L + 1
+    node_end = (R - 1).clamp(max=T - 1)
 
-    rnd = 0
-    while True:
-        rnd += 1
-        L = last_true(alive, inclusive=False)
-        R = next_true(alive).clamp(max=T)
-        L = torch.where((L >= 0) & (gather(stmt_w, L) == stmt_w), L, T)
-        R = torch.where(gather(stmt_w, R) == stmt_w, R, T)
-        rl, rr = gather(role, L), gather(role, R)
-        LL, RR = gather(L, L), gather(R, R)
-        rll, rrr = gather(role, LL), gather(role, RR)
-        pl, pr = gather(prec, LL), gather(prec, RR)
-        RRR = gather(R, RR)
-        R4 = gather(R, RRR)
-        is_atom = role == R_ATOM
-
-        def grabs_left(r_ctx, p_ctx, p_op, ra_op):  # context token left of an operand takes it first
-            return ((r_ctx == R_BIN) & ((p_ctx > p_op) | ((p_ctx == p_op) & ~ra_op))) | \
-                ((r_ctx == R_PRE) & (p_ctx > p_op))
-
-        def grabs_right(r_ctx, p_ctx, ra_ctx, p_op):  # context token right of an operand takes it first
-            return ((r_ctx == R_BIN) & ((p_ctx > p_op) | ((p_ctx == p_op) & ra_ctx))) | (r_ctx == R_CALL)
-
-        ra_rr = gather(right_assoc, RR)
-        red_bin = alive & (role == R_BIN) & (rl == R_ATOM) & (rr == R_ATOM) & \
-            ~grabs_left(rll, pl, prec, right_assoc) & ~grabs_right(rrr, pr, ra_rr, prec)
-        red_pre = alive & (role == R_PRE) & (rr == R_ATOM) & ~grabs_right(rrr, pr, ra_rr, prec)
-        red_par = alive & (role == R_LPAR) & (((rr == R_ATOM) & (rrr == R_RPAR)) | (rr == R_RPAR))
-        blocking = alive & ~is_atom & (role != R_COMMA)
-        misplaced = alive & (((role == R_COMMA) & (rl != R_ATOM)) | (is_atom & ~isin(rl, [R_CALL, R_COMMA])))
-        in_call = gather(wide(role[:, :T] == R_CALL, False), wide(st.enclosing, T).clamp(min=0)) & \
-            (wide(st.enclosing, -1) >= 0)
-        stop = (blocking | (misplaced & in_call)).long().cumsum(1)
-        mclamp = match.clamp(max=T)
-        inner_stop = gather(stop, mclamp - 1) - stop
-        red_call = alive & (role == R_CALL) & (rl == R_ATOM) & (match < BIG) & (inner_stop == 0)
-        ra4 = gather(role, R4)
-        red_tern = alive & (role == R_IF) & (rl == R_ATOM) & (rr == R_ATOM) & (rrr == R_ELSE) & \
-            (gather(role, RRR) == R_ATOM) & isin(rll, OPENERS) & ~isin(ra4, [R_BIN, R_CALL, R_IF])
-        reduced = red_bin | red_pre | red_par | red_call | red_tern
-        if rnd % MAX_ROUNDS_BETWEEN_CHECKS == 1 and rnd > 1 and not bool(reduced.any()):
-            break
-        if rnd > 2 * T + 2:
-            break
-
-        nid = nodeid
-        # binary operators
-        ln, rn = gather(nid, L), gather(nid, R)
-        cmp = red_bin & (prec == spec.PREC_CMP)
-        chained |= cmp & (gather(ntype, ln.clamp(min=0)) == N_BIN) & \
-            (gather(prec, ln.clamp(min=0)) == spec.PREC_CMP) & ~gather(wrapped, L)
-        newnode = red_bin | red_pre
-        child[..., 0] = torch.where(red_bin, ln, torch.where(red_pre, rn, child[..., 0]))
-        child[..., 1] = torch.where(red_bin, rn, child[..., 1])
-        ntype = torch.where(red_bin, N_BIN, torch.where(red_pre, N_PRE, ntype))
-        st_new = torch.where(red_bin, gather(atom_start, L), posw)
-        node_start = torch.where(newnode, st_new, node_start)
-        end_new = gather(atom_end, R)
-        node_end = torch.where(newnode, end_new, node_end)
-        # ternaries: (cond, then, else)
-        Y = RRR
-        child[..., 0] = torch.where(red_tern, rn, child[..., 0])
-        child[..., 1] = torch.where(red_tern, ln, child[..., 1])
-        child[..., 2] = torch.where(red_tern, gather(nid, Y), child[..., 2])
-        ntype = torch.where(red_tern, N_TERN, ntype)
-        node_start = torch.where(red_tern, gather(atom_start, L), node_start)
-        node_end = torch.where(red_tern, gather(atom_end, Y), node_end)
-        # calls: the node lives at the function's token
-        F = L
-        argmask = is_atom & in_call & (gather(red_call.long(), wide(st.enclosing, T).clamp(min=0)) == 1)
-        enc = wide(st.enclosing, T).clamp(min=0)
-        rank = (argmask.long().cumsum(1) - gather(argmask.long().cumsum(1), enc))
-        put(parent, argmask, nid.clamp(min=0), gather(L, enc))
-        put(arg_rank, argmask, nid.clamp(min=0), rank - 1)
-        counts = torch.zeros((B, W), dtype=torch.long, device=dev)
-        counts.scatter_add_(1, torch.where(argmask, enc, T), argmask.long())
-        put(ntype, red_call, F, torch.full_like(F, N_CALL))
-        put(n_args, red_call, F, counts)
-        put(node_start, red_call, F, gather(atom_start, F))
-        put(node_end, red_call, F, mclamp)
-        put(atom_end, red_call, F, mclamp)
-        put(made, red_call, F, torch.full_like(F, rnd))
-        put(nodeid, red_call, F, F)
-        # parenthesised expressions and empty tuples
-        tup = red_par & (rr == R_RPAR)
-        grp = red_par & ~tup
-        ntype = torch.where(tup, N_TUPLE, ntype)
-        node_start = torch.where(tup, posw, node_start)
-        node_end = torch.where(tup, R, node_end)
-        nodeid = torch.where(grp, rn, torch.where(newnode | red_tern | tup, posw, nodeid))
-        atom_end = torch.where(grp, RR, torch.where(tup, R, torch.where(newnode, end_new, torch.where(
-            red_tern, gather(atom_end, Y), atom_end))))
-        atom_start = torch.where(grp | tup | red_pre, posw, torch.where(red_bin | red_tern, gather(atom_start, L),
-                                                                           atom_start))
-        wrapped = torch.where(grp, True, torch.where(newnode | red_tern | tup, False, wrapped))
-        made = torch.where(newnode | red_tern | tup, rnd, made)
-
-        # kill consumed tokens; reduced operators become atoms
-        kill = torch.zeros((B, W), dtype=torch.bool, device=dev)
-        put(kill, red_bin | red_tern, L, torch.ones_like(L, dtype=torch.bool))
-        put(kill, red_bin | red_pre | red_par | red_tern, R, torch.ones_like(R, dtype=torch.bool))
-        put(kill, grp | red_tern, RR, torch.ones_like(RR, dtype=torch.bool))
-        put(kill, red_tern, RRR, torch.ones_like(RRR, dtype=torch.bool))
-        inner_call = (wide(st.enclosing, -1) >= 0) & (gather(red_call.long(), enc) == 1) & \
-            (wide(st.enclosing, -1) >= 0)
-        kill |= inner_call & alive
-        kill.scatter_(1, torch.where(red_call, mclamp, T), True)
-        kill |= red_call
-        alive = alive & ~kill
-        alive[:, T] = False
-        role = torch.where(reduced & ~red_call, R_ATOM, torch.where(alive, role, R_NONE))
-
-    # statements: what is left must be `t = ... = v`, `t op= v`, `return [v]` or a lone value
-    L = last_true(alive, inclusive=False)
-    R = next_true(alive).clamp(max=T)
-    L = torch.where((L >= 0) & (gather(stmt_w, L) == stmt_w), L, T)
-    R = torch.where(gather(stmt_w, R) == stmt_w, R, T)
-    rl, rr = gather(role, L), gather(role, R)
-    LL, RR = gather(L, L), gather(R, R)
-    rll, rrr = gather(role, LL), gather(role, RR)
-    nt_atom = gather(ntype, nodeid.clamp(min=0))
-    assign_target_ok = isin(nt_atom, [N_NAME, N_ATTR, N_TUPLE])
-    aug_target_ok = isin(nt_atom, [N_NAME, N_ATTR])
-    a = alive & (role == R_ATOM)
-    ok_atom = a & isin(rl, [R_NONE, R_ASSIGN, R_AUG, R_RETURN]) & isin(rr, [R_NONE, R_ASSIGN, R_AUG]) & \
-        ~((rr == R_ASSIGN) & ~assign_target_ok) & ~((rr == R_AUG) & ~aug_target_ok) & \
-        ~((rl == R_AUG) & (rr != R_NONE)) & ~((rl == R_RETURN) & (rr != R_NONE))
-    ok_ret = alive & (role == R_RETURN) & (rl == R_NONE) & ((rr == R_NONE) | ((rr == R_ATOM) & (rrr == R_NONE)))
-    ok_asg = alive & (role == R_ASSIGN) & (rl == R_ATOM) & (rr == R_ATOM) & isin(rll, [R_NONE, R_ASSIGN]) & \
-        isin(rrr, [R_NONE, R_ASSIGN])
-    ok_aug = alive & (role == R_AUG) & (rl == R_ATOM) & (rr == R_ATOM) & (rll == R_NONE) & (rrr == R_NONE)
-    bad_tok = (alive & ~(ok_atom | ok_ret | ok_asg | ok_aug))[:, :T] | bad
-    has_aug = torch.zeros((B, W), dtype=torch.long, device=dev)
-    has_asg = torch.zeros((B, W), dtype=torch.long, device=dev)
-    sf = stmt_first.clamp(min=0)
-    has_aug.scatter_add_(1, torch.where(body & (role[:, :T] == R_AUG) & alive[:, :T], sf, T),
-                         torch.ones_like(sf))
-    has_asg.scatter_add_(1, torch.where(body & (role[:, :T] == R_ASSIGN) & alive[:, :T], sf, T),
-                         torch.ones_like(sf))
-    mixed = (gather(has_aug, sf) > 0) & (gather(has_asg, sf) > 0) & body
-    bad_tok = bad_tok | mixed
-    syntax = torch.where(bad_tok, pos, BIG).min(1).values
-
-    # per statement: kind, value node, targets
+    # syntax: operands and operators alternate; `not`, `if`/`else` in their places
+    p_tok = last_true(live, inclusive=False)
+    p_tok = torch.where((p_tok >= 0) & (gather(stmt_first, p_tok.clamp(min=0)) == stmt_first), p_tok, -1)
+    pk = gather(kind, p_tok.clamp(min=0))
+    p_start = p_tok < 0
+    p_end = (p_tok >= 0) & (gather(is_atom, p_tok.clamp(min=0)) | gather(rpar, p_tok.clamp(min=0)))
+    p_ret = (p_tok >= 0) & gather(ret, p_tok.clamp(min=0))
+    p_open_paren = (p_tok >= 0) & gather(lpar, p_tok.clamp(min=0))
+    p_comma = (p_tok >= 0) & gather(comma, p_tok.clamp(min=0))
+    starts_operand = is_atom | prefix | group
+    after_operand = binary | rpar | comma | is_if | is_else | assign | aug | call
+    bad = live & starts_operand & p_end
+    bad |= live & after_operand & ~p_end & ~(rpar & (p_open_paren | p_comma))
+    bad |= ret & ~p_start
+    n_tok = next_true(live).clamp(max=T)
+    last_in_stmt = live & ((n_tok >= T) | (gather(stmt_first, n_tok.clamp(max=T - 1)) != stmt_first))
+    bad |= last_in_stmt & ~(is_atom | rpar | ret)
+    not_ctx = [K[k] for k in ("and", "or", "not", "if", "else", "(", ",", "=", "return")] + [K[a] for a in AUG_OPS]
+    bad |= live & (kind == K["not"]) & ~isin(pk, not_ctx) & ~p_start
+    del pk
+    # if/else alternate inside each bracket of a statement: sort them by (statement, bracket, position)
+    ie = is_if | is_else
+    gkey = torch.where(ie, (stmt_first * (T + 1) + st.enclosing + 1) * (T + 1) + pos, BIG)
+    order = gkey.argsort(1)
+    sk = gkey.gather(1, order)
+    s_if = is_if.gather(1, order)
+    grp = sk // (T + 1)
+    same_next = shift_left(grp, -1) == grp
+    same_prev = shift_right(grp, -1) == grp
+    bad_sorted = (sk < BIG) & ((s_if & ~(same_next & ~shift_left(s_if, True))) |
+                               (~s_if & ~(same_prev & shift_right(s_if, False))))
+    bad_ie = torch.zeros_like(bad)
+    bad_ie.scatter_(1, order, bad_sorted)
+    bad |= bad_ie & ie
+    # statements: `return` first; `=` and `op=` do not mix; one `op=`
     first = body & (stmt_first == pos)
-    alive_t, role_t = alive[:, :T], role[:, :T]
-    is_value = alive_t & (role_t == R_ATOM) & (R[:, :T] == T)
-    stmt_value = torch.full((B, W), -1, dtype=torch.long, device=dev)
-    put(stmt_value, is_value, sf, nodeid[:, :T])
-    ret_first = alive_t & (role_t == R_RETURN)
-    aug_tok = alive_t & (role_t == R_AUG)
-    stmt_kind = torch.zeros((B, W), dtype=torch.long, device=dev)
-    put(stmt_kind, first, sf, torch.full_like(sf, 4))
-    put(stmt_kind, first & (gather(has_asg, sf) > 0), sf, torch.full_like(sf, 1))
-    put(stmt_kind, aug_tok, sf, torch.full_like(sf, 2))
-    put(stmt_kind, ret_first, sf, torch.full_like(sf, 3))
-    stmt_aug = torch.full((B, W), -1, dtype=torch.long, device=dev)
-    put(stmt_aug, aug_tok, sf, pos)
-    is_target = alive_t & (role_t == R_ATOM) & isin(gather(role, R)[:, :T], [R_ASSIGN, R_AUG])
-    target_of = torch.where(is_target, stmt_first, -1)
-    n_targets = torch.zeros((B, W), dtype=torch.long, device=dev)
-    n_targets.scatter_add_(1, torch.where(is_target, sf, T), is_target.long())
-    return Tree(ntype[:, :T], child[:, :T], parent[:, :T], arg_rank[:, :T], n_args[:, :T], attr[:, :T],
-                node_start[:, :T], node_end[:, :T], made[:, :T], chained[:, :T], stmt_value[:, :T],
-                nodeid[:, :T], target_of, stmt_kind[:, :T], stmt_aug[:, :T], n_targets[:, :T], stmt_first, body,
-                wrapped[:, :T], rnd, syntax)
+    sf = stmt_first.clamp(min=0)
+
+    def per_stmt(mask):
+        out = torch.zeros((B, T + 1), dtype=torch.long, device=dev)
+        out.scatter_add_(1, torch.where(mask, sf, T), mask.long())
+        return out[:, :T]
+
+    n_aug, n_asg = per_stmt(aug), per_stmt(assign)
+    bad |= body & (gather(n_aug, sf) > 0) & ((gather(n_asg, sf) > 0) | (gather(n_aug, sf) > 1))
+    # targets: the roots just left of `=` / `op=`
+    r_wall_kind = gather(kind, R.clamp(max=T - 1))
+    tgt = root & (R < T) & ((r_wall_kind == K["="]) | isin(r_wall_kind, [K[a] for a in AUG_OPS]))
+    tnode_type = gather(ntype, vn)
+    target_ok = torch.where(r_wall_kind == K["="], isin(tnode_type, [N_NAME, N_ATTR, N_TUPLE]),
+                            isin(tnode_type, [N_NAME, N_ATTR]))
+    bad |= tgt & ~target_ok
+    syntax = torch.where(bad, pos, BIG).min(1).values
+
+    value_root = root & ~tgt
+    stmt_value = torch.full((B, T + 1), -1, dtype=torch.long, device=dev)
+    stmt_value.scatter_(1, torch.where(value_root, sf, T), vn)
+    stmt_kind = torch.where(first, 4, 0)
+    stmt_kind = torch.where(first & (n_asg > 0), 1, stmt_kind)
+    stmt_kind = torch.where(first & (n_aug > 0), 2, stmt_kind)
+    stmt_kind = torch.where(first & ret, 3, stmt_kind)
+    stmt_aug = torch.full((B, T + 1), -1, dtype=torch.long, device=dev)
+    stmt_aug.scatter_(1, torch.where(aug, sf, T), pos)
+    target_of = torch.where(tgt, stmt_first, -1)
+    n_targets = per_stmt(tgt)
+    return Tree(ntype, child, parent[:, :T], arg_rank[:, :T], n_args[:, :T], attr, name_tok, callee, node_start,
+                node_end, made, chained, stmt_value[:, :T], vn, target_of, stmt_kind, stmt_aug[:, :T], n_targets,
+                stmt_first, body, rounds, syntax)

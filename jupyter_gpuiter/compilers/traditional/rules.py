@@ -43,7 +43,7 @@ MESSAGES = [
     ("unsupported", "tuples are not supported: return and assign one value"),
     ("unsupported", "keyword arguments and defaults are not supported"),
     ("unsupported", "':' only ends the `def` line (no if/for/lambda/slices/annotations)"),
-    ("unsupported", "star arguments are not supported"),
+    ("unsupported", "star expressions and *args are not supported"),
     ("unsupported", "one function per cell: nested or further `def` is not supported"),
     ("unsupported", "if statements are not supported: use `a if c else b` or where(c, a, b)"),
 ]
@@ -179,9 +179,8 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     fail((kind == K[","]) & ~in_call, MESSAGES[20][1])
     fail((kind == K["="]) & (enclosing >= 0), MESSAGES[21][1])
     fail((kind == K[":"]) & (pos != header_colon[:, None]), MESSAGES[22][1])
-    prev_call_open = shift_right(is_call, False)
     star = (kind == K["*"]) | (kind == K["**"])
-    fail(star & in_call & ((prev == K[","]) | prev_call_open), MESSAGES[23][1])
+    fail(star & ~isin(prev, OPERAND_END), MESSAGES[23][1])
     fail((kind == K["def"]) & (pos != 0), MESSAGES[24][1])
     fail((kind == K["if"]) & line_start_tok, MESSAGES[25][1])
 

@@ -112,7 +112,11 @@ def analyse(tk: Tokens, st: Structure, tr: Tree, max_rounds: int) -> Semantics:
     tnode_mask.scatter_(1, torch.where(is_target, target_node.clamp(min=0), T), True)
     tnode_mask = tnode_mask[:, :T]
     name_node = tr.body & (tr.ntype == N_NAME)
-    callee = tr.body & (tr.ntype == N_CALL) & (tr.attr < 0)
+    calls = tr.body & (tr.ntype == N_CALL)
+    plain_call = calls & (tr.attr < 0)
+    callee = torch.zeros((B, T + 1), dtype=torch.bool, device=dev)
+    callee.scatter_(1, torch.where(plain_call & (tr.callee >= 0), tr.callee, T), True)
+    callee = callee[:, :T]
     aug_target = tnode_mask & name_node & (skind == 2)
     asg_target = tnode_mask & name_node & (skind == 1)
     value_ref = name_node & ~tnode_mask
@@ -158,7 +162,7 @@ def analyse(tk: Tokens, st: Structure, tr: Tree, max_rounds: int) -> Semantics:
                                                  src.clamp(min=0, max=T))
         src = torch.where(follow, nxt, src)
 
-    name_key = torch.where(tr.attr >= 0, gather(tk.key, tr.attr.clamp(min=0)), tk.key)
+    name_key = gather(tk.key, tr.name_tok)
     const_idx = _lookup(name_key, CONSTANT_NAMES)
     builtin_idx = _lookup(name_key, BUILTIN_NAMES)
     bound = ref_src >= 0
@@ -174,9 +178,9 @@ def analyse(tk: Tokens, st: Structure, tr: Tree, max_rounds: int) -> Semantics:
     fail(loose & (const_idx < 0) & (builtin_idx < 0), "name is not defined", ns_line, ns_col, p_expr)
     fail(aug_target & ~bound, "name is not defined", line, col, 3 + max_rounds)
     # calls
-    calls = tr.body & (tr.ntype == N_CALL)
-    fail(callee & bound, "this is a variable here, not a function", ns_line, ns_col, p_expr)
-    plain = calls & ~(callee & bound)
+    callee_bound = plain_call & gather(bound, tr.callee.clamp(min=0))
+    fail(callee_bound, "this is a variable here, not a function", ns_line, ns_col, p_expr)
+    plain = calls & ~callee_bound
     fail(plain & (const_idx >= 0), "this is a constant, not a function", ns_line, ns_col, p_expr)
     fail(plain & (const_idx < 0) & (builtin_idx < 0), "not a builtin function", ns_line, ns_col, p_expr)
     lo = torch.tensor([b.arity[0] for b in spec.BUILTINS.values()], device=dev)[builtin_idx.clamp(min=0)]
