@@ -152,6 +152,8 @@ def check(tokens: list[Token], source: str, complete: bool = True) -> tuple[Stru
             if significant == spec.MAX_TOKENS + 1:
                 fail(t, "too-large", f"more than {spec.MAX_TOKENS} tokens", P_LIMIT)
         prev = tokens[i - 1].kind if i else "newline"
+        if k == "number" and len(t.text) > spec.MAX_NUMBER_CHARS:
+            fail(t, "too-large", f"number literal longer than {spec.MAX_NUMBER_CHARS} characters", P_LIMIT)
         if k in PREFIX_OPS and (k == "not" or prev not in OPERAND_END):
             unary_run += 1
             if unary_run == spec.MAX_NESTING + 1:

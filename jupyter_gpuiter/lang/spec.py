@@ -14,6 +14,7 @@ MAX_SOURCE_BYTES = 8192
 MAX_TOKENS = 1024  # significant tokens: everything but comments, blank lines and NEWLINEs
 MAX_NESTING = 64  # open brackets around a token, or prefix operators in a row
 MAX_PARAMS = 32
+MAX_NUMBER_CHARS = 100  # a longer literal is a `too-large` error (CPython itself refuses > 4300 digits)
 
 # --- token kinds (shared by the regex lexer of the serial compiler and the DFA lexer) ---
 TOKEN_KINDS = [

@@ -185,8 +185,9 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     chars_excl = chars - ((b & 0xC0) != 0x80).long()
     col = chars_excl - _gather(chars_excl, line_start) + 1
 
-    # compaction to [B, T]
-    T = min(L, max_tokens)
+    # compaction to [B, T]: the one scalar read inside the pipeline sizes the token arrays to the
+    # longest program's token count instead of its byte count (about 4x smaller)
+    T = max(1, min(int(selected.sum(1).max()), max_tokens))
     idx = torch.where(selected, selected.long().cumsum(1) - 1, torch.full_like(pos, T))
     idx = torch.where(idx < T, idx, torch.full_like(idx, T))
 

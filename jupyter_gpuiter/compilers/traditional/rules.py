@@ -46,6 +46,7 @@ MESSAGES = [
     ("unsupported", "star expressions and *args are not supported"),
     ("unsupported", "one function per cell: nested or further `def` is not supported"),
     ("unsupported", "if statements are not supported: use `a if c else b` or where(c, a, b)"),
+    ("too-large", f"number literal longer than {spec.MAX_NUMBER_CHARS} characters"),
 ]
 MSG = {m: i for i, (_, m) in enumerate(MESSAGES)}
 NAMESPACE_KEYS = [pack_key(n) for n in spec.NAMESPACES]
@@ -163,6 +164,7 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     # token by token
     significant = (valid & ~is_nl).long().cumsum(1)
     fail(~is_nl & (significant == spec.MAX_TOKENS + 1), MESSAGES[13][1], P_LIMIT)
+    fail((kind == K["number"]) & (tk.end - tk.start > spec.MAX_NUMBER_CHARS), MESSAGES[26][1], P_LIMIT)
     prefix = ((kind == K["-"]) | (kind == K["+"])) & ~isin(prev, OPERAND_END) | (kind == K["not"])
     run = pos - last_true(~prefix)
     fail(prefix & (run == spec.MAX_NESTING + 1), MESSAGES[14][1], P_LIMIT)

@@ -1,0 +1,174 @@
+"""The traditional (data-parallel) compiler against the serial oracle: the design §5 contract.
+
+Byte-identical canonical text for valid programs; for invalid ones the same kind and line, and the
+same column unless it is a syntax error. The default run checks a fast subset; the full sweep of
+>=100,000 valid and >=100,000 mutated programs runs with `-m slow` (or --runslow).
+"""
+
+import random
+
+import pytest
+import torch
+from edge_cases import INVALID, VALID
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jupyter_gpuiter import compile_batch
+from jupyter_gpuiter.compilers import traditional
+from jupyter_gpuiter.lang import generate, spec
+from jupyter_gpuiter.lang.lexer import tokenize
+
+
+def comparable(canonical: str) -> str:
+    """Syntax errors agree on kind and line only."""
+    return canonical.rsplit(":", 1)[0] if canonical.startswith("error syntax") else canonical
+
+
+def assert_agree(sources, device=None):
+    got = compile_batch(sources, mode="traditional", device=device).canonical()
+    want = compile_batch(sources, mode="serial").canonical()
+    bad = [(s, g, w) for s, g, w in zip(sources, got, want) if comparable(g) != comparable(w)]
+    assert not bad, f"{len(bad)} of {len(sources)} disagree; first: {bad[0]!r}"
+    return got
+
+
+def test_edge_cases_agree():
+    assert_agree(VALID + [s for s, _ in INVALID])
+
+
+PRECEDENCE = ["-2**2", "2**-1", "a**b**c", "a - b - c", "not a == b", "a / b * c // a % b", "-a ** -b",
+              "a if b else c if a else b", "(a if b else c) if a else b", "not a and b or not c",
+              "a < b == (c > a)", "+-+a", "a ** -b ** c", "-(a) ** 2", "min(a, b, c, a, b) + max(a, b,)",
+              "where(a > b, -a, b ** 2)", "a and b and c or a", "(a + b) * (c - a) / ((b))", "np.pi * math.e",
+              "a if not b else -c", "clip(a, -1, 1) ** 2 ** 0.5"]
+
+
+@pytest.mark.parametrize("expr", PRECEDENCE)
+def test_precedence_and_associativity(expr):
+    assert_agree([f"def f(a, b, c):\n    return {expr}\n", f"def f(a, b, c):\n    x = {expr}\n    x += a\n    return x\n"])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_generated_and_mutated_programs_agree(seed):
+    sources = generate.generate_batch(400, 1000 + seed)
+    mutants = [m for m, _ in generate.mutate_batch(sources, 2000 + seed)]
+    got = assert_agree(sources + mutants)
+    assert all(not g.startswith("error") for g in got[: len(sources)])
+    assert sum(g.startswith("error") for g in got[len(sources):]) > 0.9 * len(mutants)
+
+
+def test_small_programs_agree():
+    assert_agree(generate.generate_batch(500, 7, statements=(0, 2), max_depth=3))
+
+
+def test_bad_programs_do_not_spoil_good_ones():
+    good = generate.generate_batch(50, 11)
+    bad = ["def f(x):\n    return y\n", "def f(x)\n", "$", "", "x" * 10_000]
+    mixed = [s for pair in zip(good, bad * 10) for s in pair]
+    got = compile_batch(mixed, mode="traditional").canonical()
+    alone = compile_batch(good, mode="traditional").canonical()
+    assert got[0::2] == alone
+    assert all(g.startswith("error") for g in got[1::2])
+
+
+def test_batches_split_into_chunks_give_the_same_result(monkeypatch):
+    sources = generate.generate_batch(120, 12) + [s for s, _ in INVALID]
+    whole = compile_batch(sources, mode="traditional").canonical()
+    monkeypatch.setattr(traditional, "CHUNK_CELLS", 4096)
+    assert compile_batch(sources, mode="traditional").canonical() == whole
+
+
+@pytest.mark.parametrize("source", [
+    "def f(x):\n    return x\n" + " " * (spec.MAX_SOURCE_BYTES * 4),
+    "def f(x):\n    return " + "(" * 3000 + "x" + ")" * 3000 + "\n",
+    "def f(x):\n    return " + "-" * 4000 + "x\n",
+    "def f(x):\n    return " + "+".join(["x"] * 2000) + "\n",
+    "def f(x):\n    return 1" + "0" * 5000 + "\n",
+    "def f(" + ",".join(f"p{i}" for i in range(500)) + "):\n    return p0\n",
+])
+def test_limits_give_errors_not_crashes(source):
+    got = compile_batch([source], mode="traditional").canonical()[0]
+    assert got.startswith("error too-large") or got.startswith("%0"), got
+    assert_agree([source])
+
+
+def test_limit_checks_are_exact_at_the_boundary():
+    n = spec.MAX_NESTING
+    at = "def f(x):\n    return " + "(" * n + "x" + ")" * n + "\n"
+    over = "def f(x):\n    return " + "(" * (n + 1) + "x" + ")" * (n + 1) + "\n"
+    got = assert_agree([at, over])
+    assert not got[0].startswith("error") and got[1].startswith("error too-large")
+
+
+def test_slow_number_literals_are_exact():
+    lits = ["0x1F", "0o17", "0b101", "123456789012345678901", "1e300", "1e-300", "2.2250738585072014e-308",
+            "0.1", "9007199254740993", "4.35", "1_0.5e1_0", "7e22", "7e23", "1" * 400]
+    srcs = [f"def f(x):\n    return x + {lit}\n" for lit in lits]
+    assert_agree(srcs)
+
+
+def test_unicode_crlf_tabs_and_long_lines():
+    srcs = [
+        "def f(x):\r\n\t'''naïve ✓'''\r\n\ty = x  # café\r\n\treturn y\r\n",
+        "def f(x):\r    return x\r",
+        "def f(x):\n    return x" + " + x" * 400 + "\n",
+        "def f(x):\n    y = x +" + " " * 3000 + "1\n    return y\n",
+        "def f(x):\n    return x  # " + "é" * 2000 + "\n",
+    ]
+    assert_agree(srcs)
+
+
+_alphabet = list("abxefr0123456789_.+-*/%<>=!(),:'\"\\#\n\t ") + ["def f(x):\n    ", "return ", "if ", " else ",
+                                                                  "not ", "é", "\r\n", "sin(", "np.", "**"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_alphabet), max_size=30))
+def test_random_text_agrees(parts):
+    assert_agree(["".join(parts)])
+
+
+def test_lexer_matches_the_reference_on_random_text():
+    from jupyter_gpuiter.compilers.traditional import dfa
+    from jupyter_gpuiter.compilers.traditional.lex import lex
+    from jupyter_gpuiter.compilers.traditional.pack import pack
+
+    rng = random.Random(3)
+    alphabet = list("abcdefrRubBfFxXeEjJ0123456789_.+-*/%<>=!()[],:;'\"\\#\n\r\t $?@~&|^") + [
+        "é", "\x01", "'''", '"""', "def ", "  "]
+    srcs = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(3000)]
+    data, lengths = pack(srcs, "cpu")
+    tk = lex(data, lengths, 4096)
+    for i, s in enumerate(srcs):
+        ref, err = tokenize(s)
+        n = int(tk.count[i])
+        got = list(zip(tk.kind[i, :n].tolist(), tk.line[i, :n].tolist(), tk.col[i, :n].tolist()))
+        assert got == [(spec.TOK[t.kind], t.line, t.col) for t in ref], s
+        code = int(tk.lex_error[i])
+        got_err = (dfa.LEX_ERRORS[code][0], int(tk.lex_line[i]), int(tk.lex_col[i])) if code else None
+        assert got_err == ((err.kind, err.line, err.col) if err else None), s
+
+
+def test_pass_timings_are_reported():
+    timings = {}
+    traditional.compile_batch(generate.generate_batch(20, 1), timings=timings)
+    assert set(timings) == set(traditional.PASSES) and all(v >= 0 for v in timings.values())
+
+
+@pytest.mark.gpu
+def test_cuda_agrees_with_serial():
+    sources = generate.generate_batch(2000, 21)
+    sources += [m for m, _ in generate.mutate_batch(sources, 22)] + VALID + [s for s, _ in INVALID]
+    got = assert_agree(sources, device="cuda")
+    assert got == compile_batch(sources, mode="traditional", device="cpu").canonical()
+    assert torch.cuda.is_available()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("part", range(10))
+def test_full_sweep(part):
+    """>=100,000 generated and >=100,000 mutated programs over the ten parts."""
+    sources = generate.generate_batch(10_000, 50_000 + part)
+    mutants = [m for m, _ in generate.mutate_batch(sources, 60_000 + part)]
+    assert_agree(sources)
+    assert_agree(mutants)
