@@ -19,6 +19,7 @@ $(STAMP): pyproject.toml
 	touch $@
 
 test: $(STAMP)
+	$(VENV)/bin/ruff check jupyter_gpuiter tests
 	$(VENV)/bin/python -m pytest -q -n auto
 
 lab: $(STAMP)

@@ -32,6 +32,25 @@ def _compile(args) -> int:
     return 0
 
 
+def _bench(args) -> int:
+    from pathlib import Path
+
+    from .bench import SUITES
+
+    suites = SUITES if args.suite == "all" else (args.suite,)
+    unknown = [s for s in suites if s not in SUITES]
+    if unknown:
+        print(f"unknown suite {unknown[0]!r}; available: {', '.join(SUITES)}, all", file=sys.stderr)
+        return 2
+    for suite in suites:
+        if suite == "compile":
+            from .bench.compile import run
+
+            run(n=args.n, seed=args.seed, device=args.device, repeats=args.repeats,
+                json_path=str(Path(args.out) / "compile.json"))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     from .compilers import MODES
 
@@ -42,6 +61,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mode", default="serial", choices=sorted(MODES), help="Which compiler to use.")
     p.add_argument("--emit", choices=["ir"], help="Print the canonical IR of the compiled program.")
     p.set_defaults(run=_compile)
+    b = sub.add_parser("bench", help="Run benchmark suites; prints ratios measured in one run and writes JSON.")
+    b.add_argument("suite", nargs="?", default="all", help="Which suite: compile, or all.")
+    b.add_argument("--n", type=int, default=4096, help="Number of generated programs.")
+    b.add_argument("--seed", type=int, default=0, help="Seed of the program generator.")
+    b.add_argument("--device", default=None, help="cpu, cuda, or omit to pick CUDA when available.")
+    b.add_argument("--repeats", type=int, default=3, help="Timed repetitions; the median is reported.")
+    b.add_argument("--out", default="bench-results", help="Folder for the JSON results.")
+    b.set_defaults(run=_bench)
     args = parser.parse_args(argv)
     return args.run(args)
 

@@ -138,7 +138,9 @@ class ProgramBatch:
 
     def to_results(self, param_names: list[list[str]] | None = None) -> list[Program | CompileError]:
         """Unpack to host-side Programs and CompileErrors (one device-to-host copy)."""
-        ops, args, imm = self.ops.cpu().tolist(), self.args.cpu().tolist(), self.imm.cpu().tolist()
+        width = int(self.lengths.max()) if len(self) else 0  # only the used columns cross to the host
+        ops, args = self.ops[:, :width].cpu().tolist(), self.args[:, :width].cpu().tolist()
+        imm = self.imm[:, :width].cpu().tolist()
         lengths, n_params, error = self.lengths.tolist(), self.n_params.tolist(), self.error.cpu().tolist()
         out: list[Program | CompileError] = []
         for i in range(len(ops)):

@@ -10,7 +10,7 @@ from .lang.errors import CompileError
 from .runtime.kernel import Kernel
 
 
-def compile(source: str, mode: str = "traditional", device=None, dtype: str = "float32") -> Kernel:  # noqa: A001
+def compile(source: str, mode: str = "traditional", device=None, dtype: str = "float32") -> Kernel:
     """Compile one kernel-language function to a callable Kernel, or raise CompileError.
 
     Modes that are not built yet fall back to `serial` only when asked for explicitly elsewhere; here

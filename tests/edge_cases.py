@@ -129,3 +129,11 @@ INVALID = [
      ("too-large", 1, None)),
     ("def f(x):\n    return x\n" + "#" * spec.MAX_SOURCE_BYTES, ("too-large", 1, 1)),
 ]
+
+# found by the full differential sweep
+INVALID += [
+    ("def f(x):\n    return y = (x)\n", ("syntax", 2, None)),
+    ("def f(x):\n    return x += 1\n", ("syntax", 2, None)),
+    ("def f(x):\n    return (x **= 2) ** 2\n", ("unsupported", 2, 15)),
+    ("def f(x):\n    y = max(x, (x += 1))\n    return y\n", ("unsupported", 2, 19)),
+]

@@ -24,9 +24,10 @@ def _serial(sources: Sequence[str], device=None) -> BatchResult:
 
 
 def _traditional(sources: Sequence[str], device=None) -> BatchResult:
+    from ..runtime.device import resolve
     from .traditional import compile_batch as traditional_batch
 
-    return traditional_batch(sources, device=device)
+    return traditional_batch(sources, device=resolve(device))
 
 
 MODES: dict[str, Callable[..., BatchResult]] = {"serial": _serial, "traditional": _traditional}
@@ -44,4 +45,4 @@ def compile_batch(sources: Sequence[str], mode: str = "serial", device=None) -> 
     return MODES[mode](list(sources), device)
 
 
-__all__ = ["BatchResult", "MODES", "compile_batch"]
+__all__ = ["MODES", "BatchResult", "compile_batch"]

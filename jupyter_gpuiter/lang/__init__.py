@@ -2,4 +2,4 @@
 
 from .errors import ERROR_KINDS, CompileError
 
-__all__ = ["CompileError", "ERROR_KINDS"]
+__all__ = ["ERROR_KINDS", "CompileError"]

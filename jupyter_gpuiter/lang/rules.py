@@ -178,8 +178,8 @@ def check(tokens: list[Token], source: str, complete: bool = True) -> tuple[Stru
                 fail(t, "unsupported", "attribute access is only for math.NAME and np.NAME builtins")
         elif k == "," and not in_call:
             fail(t, "unsupported", "tuples are not supported: return and assign one value")
-        elif k == "=" and enc >= 0:
-            fail(t, "unsupported", "keyword arguments and defaults are not supported")
+        elif (k == "=" or k in spec.AUG_ASSIGN) and enc >= 0:
+            fail(t, "unsupported", "keyword arguments, defaults and assignments inside brackets are not supported")
         elif k == ":" and i != st.header_colon:
             fail(t, "unsupported", "':' only ends the `def` line (no if/for/lambda/slices/annotations)")
         elif k in ("*", "**") and prev not in OPERAND_END:

@@ -10,6 +10,7 @@ once, at the end. Batches are sorted by length and split into chunks that fit a 
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
 
@@ -19,7 +20,7 @@ import torch
 from ...ir import ProgramBatch
 from ...lang import spec
 from ...lang.errors import KIND_CODES
-from ...lang.lexer import number_value
+from ...lang.lexer import normalize_newlines, number_value
 from . import dfa
 from .codegen import codegen
 from .common import NO_ERROR, error_key
@@ -36,12 +37,29 @@ LEX_MSG_BASE = 64
 CHUNK_CELLS = 1 << 21
 
 
-def message_for(msg_id: int) -> str:
-    if msg_id >= MSG_BASE:
-        return SEM_MESSAGES[msg_id - MSG_BASE][1]
-    if msg_id >= LEX_MSG_BASE:
+_NAME_AT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\s*\.\s*([A-Za-z_][A-Za-z0-9_]*))?")
+
+
+def message_for(msg_id: int, source: str = "", line: int = 0, col: int = 0) -> str:
+    """The message of an error, naming the offending name when the error is about one."""
+    if msg_id >= LEX_MSG_BASE and msg_id < MSG_BASE:
         return dfa.LEX_ERRORS[msg_id - LEX_MSG_BASE][1]
-    return RULE_MESSAGES[msg_id][1]
+    if msg_id < MSG_BASE:
+        return RULE_MESSAGES[msg_id][1]
+    kind, text = SEM_MESSAGES[msg_id - MSG_BASE]
+    lines = normalize_newlines(source).split("\n")
+    m = _NAME_AT.match(lines[line - 1], col - 1) if 0 < line <= len(lines) else None
+    if m is None or kind not in ("unknown-name", "unknown-function", "type", "arity"):
+        return text
+    name = m.group(1) or m.group(0)
+    if kind == "unknown-name":
+        return f"name '{name}' is not defined"
+    if kind == "unknown-function":
+        return f"'{name}' is not a builtin function"
+    if kind == "arity" and name in spec.BUILTINS:
+        lo, hi = spec.BUILTINS[name].arity
+        return f"{name}() takes {lo if lo == hi else f'{lo} to {hi}'} arguments"
+    return f"'{name}': {text}"
 
 
 def _sync(device):
@@ -113,43 +131,45 @@ def _fix_slow_numbers(results, batch, sel):
             prog.imms[c] = number_value(text)
 
 
+def compile_to_batches(sources: list[str], device=None, timings: dict | None = None):
+    """The device part: per chunk (indices into `sources`, ProgramBatch, message ids). Sources over the
+    size limit are left out (compile_batch reports them)."""
+    device = torch.device(device or "cpu")
+    sizes = np.array([len(s.encode("utf-8", errors="surrogatepass")) for s in sources], dtype=np.int64)
+    order = [i for i in np.argsort(sizes, kind="stable").tolist() if sizes[i] <= spec.MAX_SOURCE_BYTES]
+    batches = []
+    start = 0
+    while start < len(order):
+        stop = start + 1
+        while stop < len(order) and (stop - start + 1) * (int(sizes[order[stop]]) + 1) <= CHUNK_CELLS:
+            stop += 1
+        sel = order[start:stop]
+        batch, msg = compile_chunk([sources[i] for i in sel], device, timings)
+        batches.append((sel, batch, msg))
+        start = stop
+    return batches, sizes
+
+
 def compile_batch(sources: Sequence[str], device=None, timings: dict | None = None):
     """Compile sources with the data-parallel passes; returns a BatchResult."""
     from ...ir import Program
     from ...lang.errors import CompileError
     from ..result import BatchResult
 
-    device = torch.device(device or "cpu")
     sources = list(sources)
+    batches, sizes = compile_to_batches(sources, device, timings)
     results: list = [None] * len(sources)
-    sizes = np.array([len(s.encode("utf-8", errors="surrogatepass")) for s in sources], dtype=np.int64)
     for i in np.nonzero(sizes > spec.MAX_SOURCE_BYTES)[0].tolist():
         results[i] = CompileError("too-large", 1, 1, f"source is {sizes[i]:,} bytes; the limit is "
                                   f"{spec.MAX_SOURCE_BYTES:,}", sources[i])
-    order = [i for i in np.argsort(sizes, kind="stable").tolist() if sizes[i] <= spec.MAX_SOURCE_BYTES]
-    batches = []
-    start = 0
-    while start < len(order):
-        width = int(sizes[order[start]]) + 1
-        stop = start + 1
-        while stop < len(order) and (stop - start + 1) * (int(sizes[order[stop]]) + 1) <= CHUNK_CELLS:
-            stop += 1
-        sel = order[start:stop]
-        del width
-        batch, msg = compile_chunk([sources[i] for i in sel], device, timings)
-        batches.append((sel, batch, msg))
-        start = stop
     for sel, batch, msg in batches:
-        names = None
-        unpacked = batch.to_results()
         msgs = msg.cpu().tolist()
-        for j, r in enumerate(unpacked):
+        for j, r in enumerate(batch.to_results()):
             i = sel[j]
             if isinstance(r, CompileError):
-                r = CompileError(r.kind, r.line, r.col, message_for(msgs[j]), sources[i])
+                r = CompileError(r.kind, r.line, r.col, message_for(msgs[j], sources[i], r.line, r.col), sources[i])
             results[i] = r
         _fix_slow_numbers(results, batch, sel)
-        del names
     for i, r in enumerate(results):
         if isinstance(r, Program):
             _name_program(r, sources[i])

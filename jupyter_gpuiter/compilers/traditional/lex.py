@@ -30,14 +30,14 @@ def _tables(device):
         in_token = [dfa.token_kind_of_state(s) is not None or s in dfa.NUMBER_STATES or s.startswith(("open", "s_", "t_"))
                     for s in dfa.STATES]
         esc = [s in dfa.ESCAPE_STATES for s in dfa.STATES]
-        _TABLES[device] = dict(
-            next=torch.tensor(nxt, dtype=torch.int64, device=device),
-            flags=torch.tensor(flags, dtype=torch.int64, device=device),
-            kind=torch.tensor(kinds, dtype=torch.int64, device=device),
-            in_token=torch.tensor(in_token, dtype=torch.bool, device=device),
-            escape=torch.tensor(esc, dtype=torch.bool, device=device),
-            nl=torch.tensor([s == "nl" for s in dfa.STATES], dtype=torch.bool, device=device),
-        )
+        _TABLES[device] = {
+            "next": torch.tensor(nxt, dtype=torch.int64, device=device),
+            "flags": torch.tensor(flags, dtype=torch.int64, device=device),
+            "kind": torch.tensor(kinds, dtype=torch.int64, device=device),
+            "in_token": torch.tensor(in_token, dtype=torch.bool, device=device),
+            "escape": torch.tensor(esc, dtype=torch.bool, device=device),
+            "nl": torch.tensor([s == "nl" for s in dfa.STATES], dtype=torch.bool, device=device),
+        }
     return _TABLES[device]
 
 
@@ -221,7 +221,7 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     value, slow = _numbers(b, tok_start, tok_end, tok_kind == spec.TOK["number"])
     p0 = _gather(b, tok_start)
     p1 = _gather(b, tok_start + 1)
-    bad_letter = lambda c: (c | 32 == ord("b")) | (c | 32 == ord("f"))  # noqa: E731
+    bad_letter = lambda c: (c | 32 == ord("b")) | (c | 32 == ord("f"))
     prefix_bad = (tok_kind == spec.TOK["string"]) & (bad_letter(p0) | ((p0 != 39) & (p0 != 34) & bad_letter(p1)))
     lex_line = _gather(line, rep[:, None].clamp(max=L - 1))[:, 0]
     lex_col = _gather(col, rep[:, None].clamp(max=L - 1))[:, 0]
@@ -262,7 +262,7 @@ def _powers(p: int, n: int, device) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _hash(b, start, end):
-    B, L = b.shape
+    L = b.shape[1]
     out = []
     for p in (_P1, _P2):
         fw, inv = _powers(p, L + 1, b.device)

@@ -89,7 +89,7 @@ def _sparse_min(x: torch.Tensor, levels: int) -> list[torch.Tensor]:
 
 def nearest_smaller_left(rbp: torch.Tensor, lbp: torch.Tensor) -> torch.Tensor:
     """L(i) = max j < i with rbp[j] < lbp[i], or -1: binary lifting over a sparse table of minima."""
-    B, T = rbp.shape
+    T = rbp.shape[1]
     levels = max(1, T.bit_length())
     table = _sparse_min(rbp, levels)
     j = positions(rbp).clone()  # invariant: rbp[j : i] >= lbp[i]
@@ -248,7 +248,6 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     pk = gather(kind, p_tok.clamp(min=0))
     p_start = p_tok < 0
     p_end = (p_tok >= 0) & (gather(is_atom, p_tok.clamp(min=0)) | gather(rpar, p_tok.clamp(min=0)))
-    p_ret = (p_tok >= 0) & gather(ret, p_tok.clamp(min=0))
     p_open_paren = (p_tok >= 0) & gather(lpar, p_tok.clamp(min=0))
     p_comma = (p_tok >= 0) & gather(comma, p_tok.clamp(min=0))
     starts_operand = is_atom | prefix | group
@@ -287,6 +286,7 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
 
     n_aug, n_asg = per_stmt(aug), per_stmt(assign)
     bad |= body & (gather(n_aug, sf) > 0) & ((gather(n_asg, sf) > 0) | (gather(n_aug, sf) > 1))
+    bad |= (assign | aug) & gather(ret, sf)  # `return x = 1`
     # targets: the roots just left of `=` / `op=`
     r_wall_kind = gather(kind, R.clamp(max=T - 1))
     tgt = root & (R < T) & ((r_wall_kind == K["="]) | isin(r_wall_kind, [K[a] for a in AUG_OPS]))

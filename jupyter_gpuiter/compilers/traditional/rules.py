@@ -41,7 +41,7 @@ MESSAGES = [
     ("unsupported", "strings are only allowed as the docstring"),
     ("unsupported", "attribute access is only for math.NAME and np.NAME builtins"),
     ("unsupported", "tuples are not supported: return and assign one value"),
-    ("unsupported", "keyword arguments and defaults are not supported"),
+    ("unsupported", "keyword arguments, defaults and assignments inside brackets are not supported"),
     ("unsupported", "':' only ends the `def` line (no if/for/lambda/slices/annotations)"),
     ("unsupported", "star expressions and *args are not supported"),
     ("unsupported", "one function per cell: nested or further `def` is not supported"),
@@ -179,7 +179,8 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     dot_ok = (prev == K["name"]) & isin(prev_key, NAMESPACE_KEYS) & (nxt == K["name"])
     fail((kind == K["."]) & ~dot_ok, MESSAGES[19][1])
     fail((kind == K[","]) & ~in_call, MESSAGES[20][1])
-    fail((kind == K["="]) & (enclosing >= 0), MESSAGES[21][1])
+    assigning = (kind == K["="]) | isin(kind, [K[a] for a in spec.AUG_ASSIGN])
+    fail(assigning & (enclosing >= 0), MESSAGES[21][1])
     fail((kind == K[":"]) & (pos != header_colon[:, None]), MESSAGES[22][1])
     star = (kind == K["*"]) | (kind == K["**"])
     fail(star & ~isin(prev, OPERAND_END), MESSAGES[23][1])

@@ -1,0 +1,40 @@
+"""Shared benchmark plumbing: timing, machine description, JSON output."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+
+def machine(device) -> dict:
+    info = {"python": platform.python_version(), "torch": torch.__version__, "cpu": platform.processor() or
+            platform.machine(), "cores": os.cpu_count(), "device": str(device),
+            "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+    if torch.device(device).type == "cuda":
+        info["gpu"] = torch.cuda.get_device_name(device)
+    return info
+
+
+def timed(fn, repeats: int, sync=None) -> tuple[float, list[float], object]:
+    """Median wall time of `repeats` calls (after the caller's warm-up), all times, last result."""
+    times, result = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        result = fn()
+        if sync is not None:
+            sync()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), times, result
+
+
+def write_json(data: dict, path: str | os.PathLike) -> Path:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(data, indent=2) + "\n")
+    return p
