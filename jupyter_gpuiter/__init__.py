@@ -4,7 +4,9 @@ from .compilers.result import BatchResult
 from .ir import Program, ProgramBatch
 from .lang.errors import CompileError
 from .runtime.kernel import Kernel
-from .session import compile, compile_batch
+from .session import Session, compile, compile_batch, session, verify, verify_batch
+from .verify import Counterexample, Verdict
 
 __version__ = "0.1.0"
-__all__ = ["BatchResult", "CompileError", "Kernel", "Program", "ProgramBatch", "compile", "compile_batch"]
+__all__ = ["BatchResult", "CompileError", "Counterexample", "Kernel", "Program", "ProgramBatch", "Session",
+           "Verdict", "compile", "compile_batch", "session", "verify", "verify_batch"]

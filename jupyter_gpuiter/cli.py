@@ -43,11 +43,19 @@ def _bench(args) -> int:
         print(f"unknown suite {unknown[0]!r}; available: {', '.join(SUITES)}, all", file=sys.stderr)
         return 2
     for suite in suites:
+        out = str(Path(args.out) / f"{suite}.json")
         if suite == "compile":
             from .bench.compile import run
 
-            run(n=args.n, seed=args.seed, device=args.device, repeats=args.repeats,
-                json_path=str(Path(args.out) / "compile.json"))
+            run(n=args.n, seed=args.seed, device=args.device, repeats=args.repeats, json_path=out)
+        elif suite == "vm":
+            from .bench.vm import run
+
+            run(device=args.device, repeats=args.repeats, json_path=out)
+        elif suite == "verify":
+            from .bench.verify import run
+
+            run(device=args.device, repeats=max(args.repeats, 3), json_path=out)
     return 0
 
 
@@ -62,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--emit", choices=["ir"], help="Print the canonical IR of the compiled program.")
     p.set_defaults(run=_compile)
     b = sub.add_parser("bench", help="Run benchmark suites; prints ratios measured in one run and writes JSON.")
-    b.add_argument("suite", nargs="?", default="all", help="Which suite: compile, or all.")
+    b.add_argument("suite", nargs="?", default="all", help="Which suite: compile, vm, verify, or all.")
     b.add_argument("--n", type=int, default=4096, help="Number of generated programs.")
     b.add_argument("--seed", type=int, default=0, help="Seed of the program generator.")
     b.add_argument("--device", default=None, help="cpu, cuda, or omit to pick CUDA when available.")

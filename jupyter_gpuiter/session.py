@@ -1,21 +1,122 @@
-"""The public compile API (design §6 contracts). The resident Session joins it with the verifier."""
+"""The resident Session and the public API (design §6-§7 contracts): compile, then verify.
+
+A Session keeps what an iteration would otherwise pay for again: the device, compiled kernels (keyed
+by source hash and options), input pools on the device, and the history of every iteration with its
+time split into compile / verify.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import time
+from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from . import compilers
 from .compilers.result import BatchResult
 from .lang.errors import CompileError
+from .runtime.device import resolve
 from .runtime.kernel import Kernel
+from .verify import Verdict, verify_program, verify_programs
+from .verify.pools import InputPool
+
+__all__ = ["Session", "compile", "compile_batch", "session", "verify", "verify_batch"]
+
+
+@dataclass
+class Iteration:
+    """One entry of the history."""
+
+    kind: str  # compile | verify | verify_batch
+    name: str
+    seconds: dict[str, float]
+    cache_hit: bool = False
+    verdict: Verdict | None = None
+    extra: dict = field(default_factory=dict)
+
+
+class Session:
+    """Resident state for a notebook or a long-running loop. `jupyter_gpuiter.session()` is the current one."""
+
+    def __init__(self, device=None, cache_size: int = 512):
+        self.device = resolve(device)
+        self.pool = InputPool(self.device)
+        self.history: list[Iteration] = []
+        self._kernels: OrderedDict[tuple, Kernel] = OrderedDict()
+        self._cache_size = cache_size
+
+    def compile(self, source: str, mode: str = "traditional", dtype: str = "float32", device=None) -> Kernel:
+        """Compile (or fetch from the cache) one kernel; raises CompileError."""
+        if not isinstance(source, str):
+            raise TypeError(f"source must be str, got {type(source).__name__}")
+        dev = self.device if device is None else resolve(device)
+        key = (hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest(), mode, dtype, str(dev))
+        t0 = time.perf_counter()
+        kernel = self._kernels.get(key)
+        if kernel is not None:
+            self._kernels.move_to_end(key)
+            self.history.append(Iteration("compile", kernel.name, {"compile": time.perf_counter() - t0}, True))
+            return kernel
+        result = compilers.compile_batch([source], mode=mode, device=dev)[0]
+        if isinstance(result, CompileError):
+            result.source = source
+            raise result
+        kernel = Kernel(result, source, mode, dtype)
+        self._kernels[key] = kernel
+        if len(self._kernels) > self._cache_size:
+            self._kernels.popitem(last=False)
+        self.history.append(Iteration("compile", kernel.name, {"compile": time.perf_counter() - t0}))
+        return kernel
+
+    def _as_compiled(self, x, mode: str, dtype: str):
+        return self.compile(x, mode=mode, dtype=dtype) if isinstance(x, str) else x
+
+    def verify(self, candidate, reference, *, mode: str = "traditional", **options) -> Verdict:
+        """Compile what is source, then verify on this Session's device-resident inputs."""
+        dtype = options.get("dtype", "float32")
+        t0 = time.perf_counter()
+        try:
+            cand = self._as_compiled(candidate, mode, dtype)
+        except CompileError as e:
+            return Verdict(False, 0, 0, 1.0, options.get("delta", 1e-3), error=e, dtype=dtype)
+        ref = self._as_compiled(reference, mode, dtype)
+        t1 = time.perf_counter()
+        verdict = verify_program(cand, ref, self.pool, **options)
+        self.history.append(Iteration("verify", getattr(cand, "name", "kernel"),
+                                      {"compile": t1 - t0, **verdict.timings}, verdict=verdict))
+        return verdict
+
+    def verify_batch(self, candidates: Sequence, reference, *, mode: str = "traditional", **options) -> list[Verdict]:
+        if isinstance(candidates, str):
+            raise TypeError("verify_batch takes a list of candidates; use verify() for one")
+        dtype = options.get("dtype", "float32")
+        t0 = time.perf_counter()
+        sources = [c for c in candidates if isinstance(c, str)]
+        compiled = iter(compilers.compile_batch(sources, mode=mode, device=self.device).results)
+        results = [next(compiled) if isinstance(c, str) else c for c in candidates]
+        ref = self._as_compiled(reference, mode, dtype)
+        t1 = time.perf_counter()
+        verdicts = verify_programs(results, ref, self.pool, **options)
+        self.history.append(Iteration("verify_batch", f"{len(candidates)} candidates",
+                                      {"compile": t1 - t0, "verify": time.perf_counter() - t1},
+                                      extra={"passed": sum(v.passed for v in verdicts)}))
+        return verdicts
+
+
+_current: Session | None = None
+
+
+def session() -> Session:
+    """The current Session (created on first use)."""
+    global _current
+    if _current is None:
+        _current = Session()
+    return _current
 
 
 def compile(source: str, mode: str = "traditional", device=None, dtype: str = "float32") -> Kernel:
-    """Compile one kernel-language function to a callable Kernel, or raise CompileError.
-
-    Modes that are not built yet fall back to `serial` only when asked for explicitly elsewhere; here
-    an unknown or unavailable mode is a ValueError naming the available ones.
-    """
+    """Compile one kernel-language function to a callable Kernel, or raise CompileError."""
     if not isinstance(source, str):
         raise TypeError(f"source must be str, got {type(source).__name__}")
     result = compile_batch([source], mode=mode, device=device)[0]
@@ -28,3 +129,17 @@ def compile(source: str, mode: str = "traditional", device=None, dtype: str = "f
 def compile_batch(sources: Sequence[str], mode: str = "traditional", device=None) -> BatchResult:
     """Compile many sources in one call; per program a Program or a CompileError."""
     return compilers.compile_batch(sources, mode=mode, device=device)
+
+
+def verify(candidate, reference, *, tests: int | None = None, delta: float = 1e-3, dtype: str = "float32",
+           domain=None, seed: int = 0, exhaustive: bool = False, rtol: float | None = None,
+           atol: float | None = None) -> Verdict:
+    """Verify a candidate (source or Kernel) against a reference (source, Kernel or a callable on NumPy
+    arrays) on the current Session's device (design §7 contract)."""
+    return session().verify(candidate, reference, tests=tests, delta=delta, dtype=dtype, domain=domain, seed=seed,
+                            exhaustive=exhaustive, rtol=rtol, atol=atol)
+
+
+def verify_batch(candidates: Sequence, reference, **options) -> list[Verdict]:
+    """Verify many candidates in one device pass (same options as verify)."""
+    return session().verify_batch(candidates, reference, **options)

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from ..ir import Program
-from .reference import evaluate
+from .render import TORCH_DTYPES, torch_function
 
-DTYPES = ("float32", "float64", "float16", "bfloat16")
+DTYPES = tuple(TORCH_DTYPES)
 
 
 class Kernel:
     """A compiled elementwise function. Call it with one array (or scalar) per parameter.
+
+    NumPy arrays in give a NumPy array out (bfloat16 results as float32, NumPy has no bfloat16); torch
+    tensors in give a tensor on the same device; CuPy arrays in give a CuPy array. Arithmetic happens in
+    the kernel dtype.
 
     >>> from jupyter_gpuiter import compile
     >>> k = compile("def f(x, y):\\n    return x * y + 1", mode="serial")
@@ -23,6 +28,7 @@ class Kernel:
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
         self.program, self.source, self.mode, self.dtype = program, source, mode, dtype
+        self._fn = torch_function(program, dtype)
 
     @property
     def name(self) -> str:
@@ -39,20 +45,39 @@ class Kernel:
         if len(args) != self.program.n_params:
             raise TypeError(f"{self.name}() takes {self.program.n_params} arguments "
                             f"({', '.join(self.params)}), got {len(args)}")
-        torch_like = next((a for a in args if type(a).__module__.startswith("torch")), None)
-        host = [a.detach().cpu().numpy() if type(a).__module__.startswith("torch") else a for a in args]
+        kinds = {type(a).__module__.split(".")[0] for a in args}
+        tensors = [_to_tensor(a) for a in args]
+        devices = {t.device for t in tensors if t.dim() > 0} or {t.device for t in tensors} or {torch.device("cpu")}
+        if len(devices) > 1:
+            raise ValueError(f"{self.name}(): arguments are on different devices: {sorted(map(str, devices))}")
+        dev = devices.pop()
+        tensors = [t.to(dev) for t in tensors]
         try:
-            np.broadcast_shapes(*[np.shape(a) for a in host])
-        except ValueError:
-            shapes = ", ".join(str(np.shape(a)) for a in host)
+            torch.broadcast_shapes(*[t.shape for t in tensors])
+        except RuntimeError:
+            shapes = ", ".join(str(tuple(t.shape)) for t in tensors)
             raise ValueError(f"{self.name}(): argument shapes {shapes} do not broadcast together") from None
-        dtype = "float32" if self.dtype == "bfloat16" else self.dtype
-        out = evaluate(self.program, host, dtype)
-        if torch_like is not None:
-            import torch
+        out = self._fn(*tensors) if tensors else self._fn()
+        if "torch" in kinds:
+            return out
+        if "cupy" in kinds:
+            import cupy
 
-            return torch.from_numpy(np.ascontiguousarray(out)).to(torch_like.device)
-        return out
+            return cupy.asarray(out)
+        if out.dtype == torch.bfloat16:
+            out = out.float()
+        return out.cpu().numpy()
 
     def __repr__(self) -> str:
         return f"<Kernel {self.name}({', '.join(self.params)}) mode={self.mode} dtype={self.dtype}>"
+
+
+def _to_tensor(a) -> torch.Tensor:
+    if isinstance(a, torch.Tensor):
+        return a
+    if type(a).__module__.split(".")[0] == "cupy":
+        return torch.as_tensor(a, device="cuda")
+    arr = np.asarray(a)
+    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
+        raise TypeError(f"kernel arguments must be numeric arrays or scalars, got {arr.dtype}")
+    return torch.from_numpy(np.ascontiguousarray(arr))

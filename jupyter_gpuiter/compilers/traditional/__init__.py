@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -23,7 +24,7 @@ from ...lang.errors import KIND_CODES
 from ...lang.lexer import normalize_newlines, number_value
 from . import dfa
 from .codegen import codegen
-from .common import NO_ERROR, error_key
+from .common import NO_ERROR, decode_keys, error_key
 from .lex import lex
 from .parse import parse
 from .rules import MESSAGES as RULE_MESSAGES
@@ -67,8 +68,21 @@ def _sync(device):
         torch.cuda.synchronize(device)
 
 
-def compile_chunk(sources: list[str], device, timings: dict | None = None) -> tuple[ProgramBatch, torch.Tensor]:
-    """One chunk through all passes. Returns the batch and a [B] message-id tensor (for errors)."""
+@dataclass
+class Chunk:
+    """One chunk's output: the programs, per-program error message ids, and what the host needs to
+    value the literals the device left to it."""
+
+    batch: ProgramBatch
+    message: torch.Tensor  # [B] message id of each program's error
+    imm_token: torch.Tensor  # [B, N] token of a literal valued on the host, else -1
+    token_start: torch.Tensor  # [B, T]
+    token_end: torch.Tensor  # [B, T]
+    data: torch.Tensor  # normalised bytes [B, L + 1]
+
+
+def compile_chunk(sources: list[str], device, timings: dict | None = None) -> Chunk:
+    """One chunk of sources through all passes."""
     from .pack import pack
 
     t = timings if timings is not None else {}
@@ -97,32 +111,23 @@ def compile_chunk(sources: list[str], device, timings: dict | None = None) -> tu
     error = torch.where(b_error != NO_ERROR, b_error, sm.error)
     t0 = tick("semantic", t0)
     ops, args, imm, imm_tok, n_inst = codegen(tk, tr, sm, tr.rounds)
-    # decode the error keys on the device: (kind code, line, col) and the message id
-    msg = error % 256
-    k = error // 256
-    code = k % 8
-    k = k // (8 * (1 << 12))
-    err = torch.stack([code, k // (1 << 14), k % (1 << 14)], 1)
-    err = torch.where((error == NO_ERROR)[:, None], 0, err)
+    err, msg = decode_keys(error)
     ok = error == NO_ERROR
-    lengths_out = torch.where(ok, n_inst, 0)
-    batch = ProgramBatch(ops.to(torch.int32), args.to(torch.int32), imm, lengths_out.to(torch.int32),
+    err = torch.where(ok[:, None], 0, err)
+    batch = ProgramBatch(ops.to(torch.int32), args.to(torch.int32), imm, torch.where(ok, n_inst, 0).to(torch.int32),
                          sm.n_params.to(torch.int32), err.to(torch.int32))
-    batch.imm_token = torch.where(imm_tok >= 0, imm_tok, -1)
-    batch.token_span = (tk.start, tk.end)
-    batch.norm_data = tk.data_padded
     tick("codegen", t0)
-    return batch, msg
+    return Chunk(batch, msg, imm_tok, tk.start, tk.end, tk.data_padded)
 
 
-def _fix_slow_numbers(results, batch, sel):
+def _fix_slow_numbers(results, chunk: Chunk, sel):
     """Host fix-up of the rare literals whose exact value the device left to the host."""
-    imm_tok = batch.imm_token.cpu().numpy()
+    imm_tok = chunk.imm_token.cpu().numpy()
     rows, cols = np.nonzero(imm_tok >= 0)
     if len(rows) == 0:
         return
-    starts, ends = batch.token_span[0].cpu().numpy(), batch.token_span[1].cpu().numpy()
-    data = batch.norm_data.cpu().numpy()
+    starts, ends = chunk.token_start.cpu().numpy(), chunk.token_end.cpu().numpy()
+    data = chunk.data.cpu().numpy()
     for r, c in zip(rows.tolist(), cols.tolist()):
         prog = results[sel[r]]
         if hasattr(prog, "imms") and c < len(prog.imms):
@@ -132,8 +137,8 @@ def _fix_slow_numbers(results, batch, sel):
 
 
 def compile_to_batches(sources: list[str], device=None, timings: dict | None = None):
-    """The device part: per chunk (indices into `sources`, ProgramBatch, message ids). Sources over the
-    size limit are left out (compile_batch reports them)."""
+    """The device part: per chunk (indices into `sources`, Chunk). Sources over the size limit are left
+    out (compile_batch reports them)."""
     device = torch.device(device or "cpu")
     sizes = np.array([len(s.encode("utf-8", errors="surrogatepass")) for s in sources], dtype=np.int64)
     order = [i for i in np.argsort(sizes, kind="stable").tolist() if sizes[i] <= spec.MAX_SOURCE_BYTES]
@@ -144,8 +149,7 @@ def compile_to_batches(sources: list[str], device=None, timings: dict | None = N
         while stop < len(order) and (stop - start + 1) * (int(sizes[order[stop]]) + 1) <= CHUNK_CELLS:
             stop += 1
         sel = order[start:stop]
-        batch, msg = compile_chunk([sources[i] for i in sel], device, timings)
-        batches.append((sel, batch, msg))
+        batches.append((sel, compile_chunk([sources[i] for i in sel], device, timings)))
         start = stop
     return batches, sizes
 
@@ -162,14 +166,14 @@ def compile_batch(sources: Sequence[str], device=None, timings: dict | None = No
     for i in np.nonzero(sizes > spec.MAX_SOURCE_BYTES)[0].tolist():
         results[i] = CompileError("too-large", 1, 1, f"source is {sizes[i]:,} bytes; the limit is "
                                   f"{spec.MAX_SOURCE_BYTES:,}", sources[i])
-    for sel, batch, msg in batches:
-        msgs = msg.cpu().tolist()
-        for j, r in enumerate(batch.to_results()):
+    for sel, chunk in batches:
+        msgs = chunk.message.cpu().tolist()
+        for j, r in enumerate(chunk.batch.to_results()):
             i = sel[j]
             if isinstance(r, CompileError):
                 r = CompileError(r.kind, r.line, r.col, message_for(msgs[j], sources[i], r.line, r.col), sources[i])
             results[i] = r
-        _fix_slow_numbers(results, batch, sel)
+        _fix_slow_numbers(results, chunk, sel)
     for i, r in enumerate(results):
         if isinstance(r, Program):
             _name_program(r, sources[i])

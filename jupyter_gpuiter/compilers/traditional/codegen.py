@@ -1,8 +1,8 @@
 """Pass 5, codegen: nodes -> instructions, by one sort and prefix sums.
 
 Canonical order is statement order and left-to-right post-order, which is the order of
-(last token of the node, round that made it): a node ends with or after its last child and is
-made later than its children; disjoint nodes are ordered by position. Each node emits 0..7
+(last token of the node, depth descending): a node ends with or after its last child and is
+shallower than its children; disjoint nodes are ordered by position. Each node emits 0..7
 instructions (a name emits none, a variadic min/max n-1); registers are the exclusive prefix sum of
 those counts in that order, offset by the parameters. Operands are gathered from the children's
 registers. O(B*T log T).
@@ -61,11 +61,9 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics, max_rounds: int):
     aug_here.scatter_(1, torch.where(aug, aug_tok, T), True)
     aug_here = aug_here[:, :T]
     n_inst = torch.where(aug_here, 1, n_inst)
-    stmt_last = torch.where(body, tr.node_end, 0)
     end = torch.where(aug_here, gather(tr.node_end, gather(tr.stmt_value, tr.stmt_first.clamp(min=0)).clamp(min=0)),
                       tr.node_end)
     made = torch.where(aug_here, max_rounds + 1, tr.made)
-    del stmt_last
     key = torch.where(n_inst > 0, end * (max_rounds + 2) + made, 1 << 40)
     order = key.argsort(1)
     counts = n_inst.gather(1, order)
@@ -109,12 +107,10 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics, max_rounds: int):
     emit(body & (nt == N_BIN), base, op_tab[kind], reg_of(c0), reg_of(c1))
     emit(body & (nt == N_PRE), base, unary[kind], reg_of(c0))
     emit(body & (nt == N_TERN), base, torch.full_like(pos, OP_INDEX["select"]), reg_of(c0), reg_of(c1), reg_of(c2))
-    # aug assignment: op(target, value)
-    tgt = torch.where(aug_here, 0, 0)
+    # aug assignment: op(target, value); the target is the statement's first atom
     first_tok = tr.stmt_first.clamp(min=0)
-    target_atom = first_tok  # the target is the statement's first atom
-    tgt = gather(tr.stmt_targets, target_atom)
-    emit(aug_here, base, op_tab[kind], reg_of(tgt), reg_of(gather(tr.stmt_value, first_tok)))
+    emit(aug_here, base, op_tab[kind], reg_of(gather(tr.stmt_targets, first_tok)),
+         reg_of(gather(tr.stmt_value, first_tok)))
     # calls: argument registers by (call, rank)
     arg_regs = torch.full((B, T + 1, 8), -1, dtype=torch.long, device=dev)
     is_arg = tr.parent >= 0

@@ -23,6 +23,15 @@ def decode_key(key: int) -> tuple[int, int, int, int]:
     return key // _COL, key % _COL, code, msg
 
 
+def decode_keys(keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """On the device: ([B, 3] (kind code, line, col), [B] message id) of error keys."""
+    msg = keys % _MSG
+    k = keys // _MSG
+    code = k % _CODE
+    k = k // (_CODE * _PRIO)
+    return torch.stack([code, k // _COL, k % _COL], 1), msg
+
+
 NO_ERROR = error_key(1 << 20, 0, 0, 0, 0)
 
 

@@ -14,9 +14,9 @@ import torch
 
 from ...lang import spec
 from . import dfa
+from .common import BIG, gather, last_true, next_true
 
 _TABLES: dict = {}
-BIG = 1 << 40
 _M = 2147483647  # hash modulus (2^31 - 1); two independent polynomial hashes
 _P1, _P2 = 131, 257
 
@@ -91,29 +91,6 @@ def _run_dfa(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
     return states.t()
 
 
-def _next_true(mask: torch.Tensor) -> torch.Tensor:
-    """For each position i, the smallest j > i with mask[j] (or BIG)."""
-    B, L = mask.shape
-    pos = torch.arange(L, device=mask.device).expand(B, L)
-    v = torch.where(mask, pos, torch.full_like(pos, BIG))
-    v = torch.cat([v[:, 1:], torch.full_like(v[:, :1], BIG)], 1)
-    return v.flip(1).cummin(1).values.flip(1)
-
-
-def _last_true(mask: torch.Tensor, inclusive: bool = True) -> torch.Tensor:
-    """For each position i, the largest j <= i (or < i) with mask[j] (or -1)."""
-    B, L = mask.shape
-    pos = torch.arange(L, device=mask.device).expand(B, L)
-    v = torch.where(mask, pos, torch.full_like(pos, -1)).cummax(1).values
-    if not inclusive:
-        v = torch.cat([torch.full_like(v[:, :1], -1), v[:, :-1]], 1)
-    return v
-
-
-def _gather(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    return x.gather(1, idx.clamp(0, x.shape[1] - 1))
-
-
 def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     t = _tables(data.device)
     data, lengths = normalize_newlines(data, lengths)
@@ -131,23 +108,23 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
 
     # token spans and kinds
     boundary = starts | ~t["in_token"][states]
-    end_pos = _next_true(boundary)  # for a start at i: where its token ends
-    last_start = _last_true(starts)
-    end_state = _gather(states, end_pos - 1)
+    end_pos = next_true(boundary)  # for a start at i: where its token ends
+    last_start = last_true(starts)
+    end_state = gather(states, end_pos - 1)
     kind = torch.where(starts, t["kind"][end_state], torch.zeros_like(states))
 
     # lexical errors: the DFA's (a sink, so at most one), escapes in non-raw strings, unmatched ')'
     big = torch.full((B,), BIG, device=data.device)
     has = err != 0
     det_dfa = torch.where(has.any(1), has.long().argmax(1), big)
-    code_dfa = _gather(err, det_dfa[:, None])[:, 0]
-    where_dfa = _gather(where, det_dfa[:, None])[:, 0]
-    tok_start_at = _gather(_last_true(starts), (det_dfa - 1)[:, None])[:, 0]
+    code_dfa = gather(err, det_dfa[:, None])[:, 0]
+    where_dfa = gather(where, det_dfa[:, None])[:, 0]
+    tok_start_at = gather(last_true(starts), (det_dfa - 1)[:, None])[:, 0]
     rep_dfa = torch.where(where_dfa == dfa.AT_PREV, det_dfa - 1,
                           torch.where(where_dfa == dfa.AT_TOKEN, tok_start_at, det_dfa))
     nxt_byte = torch.cat([b[:, 1:], torch.zeros_like(b[:, :1])], 1)
-    s0 = _gather(b, last_start)
-    s1 = _gather(b, last_start + 1)
+    s0 = gather(b, last_start)
+    s1 = gather(b, last_start + 1)
     raw = (s0 | 32 == ord("r")) | ((s0 != 39) & (s0 != 34) & (s1 | 32 == ord("r")))
     bad_escape = t["escape"][states] & ~raw & (
         (nxt_byte == ord("x")) | (nxt_byte == ord("u")) | (nxt_byte == ord("U")) | (nxt_byte == ord("N")))
@@ -180,10 +157,10 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     # line and column of every byte
     is_nl = b == 10
     line = 1 + is_nl.long().cumsum(1) - is_nl.long()
-    line_start = _last_true(is_nl, inclusive=False) + 1
+    line_start = last_true(is_nl, inclusive=False) + 1
     chars = ((b & 0xC0) != 0x80).long().cumsum(1)
     chars_excl = chars - ((b & 0xC0) != 0x80).long()
-    col = chars_excl - _gather(chars_excl, line_start) + 1
+    col = chars_excl - gather(chars_excl, line_start) + 1
 
     # compaction to [B, T]: the one scalar read inside the pipeline sizes the token arrays to the
     # longest program's token count instead of its byte count (about 4x smaller)
@@ -210,21 +187,21 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     length = tok_end - tok_start
     key = torch.zeros_like(tok_start)
     for k in range(8):
-        byte_k = _gather(b, tok_start + k)
+        byte_k = gather(b, tok_start + k)
         key |= torch.where(k < length, byte_k, torch.zeros_like(byte_k)) << (8 * k)
     key = torch.where(length <= 8, key, torch.full_like(key, -1))
-    tok_hash = _hash(b, tok_start, tok_end)
+    tok_hash = span_hash(b, tok_start, tok_end)
     kw = keyword_kinds(key)
     is_name = tok_kind == spec.TOK["name"]
     tok_kind = torch.where(is_name & (kw != 0), kw, tok_kind)
 
     value, slow = _numbers(b, tok_start, tok_end, tok_kind == spec.TOK["number"])
-    p0 = _gather(b, tok_start)
-    p1 = _gather(b, tok_start + 1)
+    p0 = gather(b, tok_start)
+    p1 = gather(b, tok_start + 1)
     bad_letter = lambda c: (c | 32 == ord("b")) | (c | 32 == ord("f"))
     prefix_bad = (tok_kind == spec.TOK["string"]) & (bad_letter(p0) | ((p0 != 39) & (p0 != 34) & bad_letter(p1)))
-    lex_line = _gather(line, rep[:, None].clamp(max=L - 1))[:, 0]
-    lex_col = _gather(col, rep[:, None].clamp(max=L - 1))[:, 0]
+    lex_line = gather(line, rep[:, None].clamp(max=L - 1))[:, 0]
+    lex_col = gather(col, rep[:, None].clamp(max=L - 1))[:, 0]
     return Tokens(tok_kind, tok_start, tok_end, tok_line, tok_col, tok_line_start, key, tok_hash, value, slow, prefix_bad, count, truncated,
                   code, lex_line, lex_col, b, lengths)
 
@@ -261,13 +238,13 @@ def _powers(p: int, n: int, device) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.tensor(fw, device=device), torch.tensor(inv, device=device)
 
 
-def _hash(b, start, end):
+def span_hash(b, start, end):
     L = b.shape[1]
     out = []
     for p in (_P1, _P2):
         fw, inv = _powers(p, L + 1, b.device)
         pre = torch.cat([torch.zeros_like(b[:, :1]), (b * fw[:L] % _M).cumsum(1) % _M], 1)
-        h = (_gather(pre, end) - _gather(pre, start)) % _M
+        h = (gather(pre, end) - gather(pre, start)) % _M
         out.append(h * inv[start.clamp(0, L)] % _M)
     return (out[0] << 31) | out[1]
 
@@ -286,28 +263,28 @@ def _numbers(b, start, end, is_number):
     pos = torch.arange(L, device=b.device).expand(B, L)
     starts = torch.zeros((B, L), dtype=torch.bool, device=b.device)
     starts.scatter_(1, start.clamp(0, L - 1), is_number)
-    tok_start = _last_true(starts)
+    tok_start = last_true(starts)
     tok_end = torch.zeros((B, L), dtype=torch.long, device=b.device)
     tok_end.scatter_(1, start.clamp(0, L - 1), torch.where(is_number, end, 0))
-    tok_end = _gather(tok_end, tok_start.clamp(min=0))
+    tok_end = gather(tok_end, tok_start.clamp(min=0))
     inside = (tok_start >= 0) & (pos < tok_end)
 
     def csum(x):  # inclusive prefix sums with a leading zero column: csum(x)[j] = sum of x[:j]
         return torch.cat([torch.zeros_like(x[:, :1]), x.cumsum(1)], 1)
 
     def seg(c, i, j):  # sum over [i, j) from a csum
-        return _gather(c, j) - _gather(c, i)
+        return gather(c, j) - gather(c, i)
 
     is_e = inside & ((b | 32) == ord("e"))
     c_e, c_dot = csum(is_e.long()), csum((inside & (b == 46)).long())
     ts = tok_start.clamp(min=0)
-    seen_e = (c_e[:, 1:] - _gather(c_e, ts)) > 0
-    seen_dot = (c_dot[:, 1:] - _gather(c_dot, ts)) > 0
+    seen_e = (c_e[:, 1:] - gather(c_e, ts)) > 0
+    seen_dot = (c_dot[:, 1:] - gather(c_dot, ts)) > 0
     digit = inside & (b >= 48) & (b <= 57)
     mant, expo = digit & ~seen_e, digit & seen_e
     c_mant, c_expo = csum(mant.long()), csum(expo.long())
-    mant_after = _gather(c_mant, tok_end) - c_mant[:, 1:]
-    exp_after = _gather(c_expo, tok_end) - c_expo[:, 1:]
+    mant_after = gather(c_mant, tok_end) - c_mant[:, 1:]
+    exp_after = gather(c_expo, tok_end) - c_expo[:, 1:]
     d = (b - 48).clamp(0, 9)
     p10 = torch.pow(10, torch.arange(19, device=b.device))
     m_terms = torch.where(mant & (mant_after <= 18), d * p10[mant_after.clamp(0, 18)], 0)
@@ -321,7 +298,7 @@ def _numbers(b, start, end, is_number):
     e = torch.where(seg(minus, s, e_) > 0, -e, e)
     k = e - seg(frac, s, e_)
     n_mant, n_exp = seg(c_mant, s, e_), seg(c_expo, s, e_)
-    second = _gather(b, start + 1) | 32
+    second = gather(b, start + 1) | 32
     hexlike = (second == ord("x")) | (second == ord("o")) | (second == ord("b"))
     slow = is_number & ((n_mant > 18) | (n_exp > 4) | (m >= 2 ** 53) | (k.abs() > 22) | hexlike)
     pow10 = torch.tensor(_POW10, dtype=torch.float64, device=b.device)[k.abs().clamp(max=22)]

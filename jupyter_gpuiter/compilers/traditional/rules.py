@@ -16,7 +16,7 @@ from ...lang import spec
 from ...lang.errors import KIND_CODES
 from ...lang.rules import P_FILE, P_INDENT, P_LIMIT, P_TOKEN
 from .common import BIG, NO_ERROR, error_key, first_true, gather, last_true, positions, shift_left, shift_right
-from .lex import Tokens, _hash, pack_key
+from .lex import Tokens, pack_key, span_hash
 
 K = spec.TOK
 MESSAGES = [
@@ -135,7 +135,7 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
 
     # indentation, compared as hashes of the bytes between the line start and the first token
     indent_len = tk.start - tk.line_start
-    indent_hash = _hash(tk.data_padded, tk.line_start, tk.start)
+    indent_hash = span_hash(tk.data_padded, tk.line_start, tk.start)
     lid = line_id
     body_first = line_start_tok & (lid == 1)
     bi_len = gather(indent_len, first_true(body_first))

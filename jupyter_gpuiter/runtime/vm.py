@@ -1,0 +1,112 @@
+"""The batched VM: run B programs of a ProgramBatch over the same N inputs, on the device.
+
+Registers are one tensor [B, R, n] per chunk of inputs; step k executes instruction k of every
+program at once, one torch op per distinct opcode at that step (candidates of one kernel share most
+opcodes, so a step is a handful of ops over B*n values). The opcode schedule is read to the host
+once per batch (a few KB); inputs are chunked so that registers fit a memory budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..ir import OP_NAMES, ProgramBatch
+from ..lang.spec import IR_OP_BY_NAME
+from .render import TORCH_DTYPES
+from .torch_ops import TORCH_OPS
+
+DEFAULT_BUDGET = 256 << 20  # bytes of registers per chunk
+
+
+@dataclass
+class Schedule:
+    """Per step k: [(opcode name, rows tensor, operand index tensors [rows, arity], imm tensor)]."""
+
+    steps: list[list[tuple]]
+    ret_reg: torch.Tensor  # [B] register holding each program's result
+    returns_bool: np.ndarray  # [B]
+    valid: np.ndarray  # [B] programs that compiled
+    n_nodes: int  # computing instructions over all valid programs
+    n_regs: int  # registers per program (the longest program's instructions before its ret)
+
+
+def schedule(batch: ProgramBatch) -> Schedule:
+    ops = batch.ops.cpu().numpy()
+    args = batch.args.cpu().numpy()
+    imm = batch.imm.cpu().numpy()
+    lengths = batch.lengths.cpu().numpy()
+    valid = (batch.error[:, 0].cpu().numpy() == 0) & (lengths > 0)
+    B = ops.shape[0]
+    width = int(lengths.max(initial=0))
+    dev = batch.ops.device
+    is_bool = np.zeros((B, max(width, 1)), dtype=bool)
+    rows_all = np.arange(B)
+    steps: list[list[tuple]] = []
+    n_nodes = 0
+    n_regs = max(width - 1, 1)
+    for k in range(width - 1):  # the last instruction of the longest program is its ret
+        col = np.where(valid & (k < lengths - 1), ops[:, k], -1)
+        groups = []
+        for code in np.unique(col[col >= 0]):
+            name = OP_NAMES[code]
+            rows = rows_all[col == code]
+            nargs = IR_OP_BY_NAME[name].nargs
+            a = args[rows, k, :nargs]
+            if name in ("and", "or", "min", "max"):
+                is_bool[rows, k] = is_bool[rows, a[:, 0]] & is_bool[rows, a[:, 1]]
+            elif name == "select":
+                is_bool[rows, k] = is_bool[rows, a[:, 1]] & is_bool[rows, a[:, 2]]
+            else:
+                is_bool[rows, k] = IR_OP_BY_NAME[name].returns_bool
+            if name not in ("param",):
+                n_nodes += len(rows)
+            flat_args = torch.as_tensor((rows[:, None] * n_regs + a).T.copy(), device=dev)
+            groups.append((name, torch.as_tensor(rows, device=dev), torch.as_tensor(a, device=dev),
+                           torch.as_tensor(imm[rows, k], device=dev), flat_args,
+                           torch.as_tensor(rows * n_regs + k, device=dev)))
+        steps.append(groups)
+    last = np.clip(lengths - 1, 0, None)
+    ret_reg = np.where(valid, args[rows_all, last, 0], 0)
+    returns_bool = np.where(valid, is_bool[rows_all, np.clip(ret_reg, 0, None)], False)
+    return Schedule(steps, torch.as_tensor(ret_reg, device=dev), returns_bool, valid, n_nodes, n_regs)
+
+
+def run(batch: ProgramBatch, inputs: torch.Tensor, dtype: str = "float32", *, sched: Schedule | None = None,
+        budget: int = DEFAULT_BUDGET) -> torch.Tensor:
+    """Outputs [B, n] (kernel dtype; bool results as 0/1) of every program on inputs [P, n].
+
+    Programs that did not compile produce nan. Programs read parameters 0..n_params-1 of `inputs`.
+    """
+    sched = sched or schedule(batch)
+    tdt = TORCH_DTYPES[dtype]
+    x = inputs.to(tdt)
+    B = len(batch)
+    n = x.shape[1]
+    regs_per_prog = sched.n_regs
+    item = torch.finfo(tdt).bits // 8
+    chunk = max(1, min(n, budget // max(1, B * regs_per_prog * item)))
+    out = torch.full((B, n), float("nan"), dtype=tdt, device=x.device)
+    valid = torch.as_tensor(sched.valid, device=x.device)[:, None]
+    for lo in range(0, n, chunk):
+        hi = min(n, lo + chunk)
+        out[:, lo:hi] = torch.where(valid, _run_chunk(sched, x[:, lo:hi], B, regs_per_prog, tdt), out[:, lo:hi])
+    return out
+
+
+def _run_chunk(sched: Schedule, x: torch.Tensor, B: int, n_regs: int, tdt) -> torch.Tensor:
+    m = x.shape[1]
+    regs = torch.zeros((B * n_regs, m), dtype=tdt, device=x.device)  # row b*R + r is register r of program b
+    for k, groups in enumerate(sched.steps):
+        for name, rows, a, imm, flat_args, flat_dst in groups:
+            if name == "param":
+                val = x.index_select(0, imm.long())
+            elif name in ("const", "bool"):
+                val = imm.to(tdt)[:, None].expand(len(rows), m)
+            else:
+                val = TORCH_OPS[name](*(regs.index_select(0, flat_args[j]) for j in range(a.shape[1])))
+            regs.index_copy_(0, flat_dst, val)
+    ret = torch.arange(B, device=x.device) * n_regs + sched.ret_reg.clamp(max=n_regs - 1)
+    return regs.index_select(0, ret)

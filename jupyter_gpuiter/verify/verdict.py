@@ -1,0 +1,54 @@
+"""Verdict: what a verification says (design §7 contract), as host scalars."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..lang.errors import CompileError
+
+
+@dataclass
+class Counterexample:
+    """A failing input (parameter name -> value) with the candidate's and the reference's outputs."""
+
+    inputs: dict[str, float]
+    got: float
+    expected: float
+
+    def __str__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.inputs.items())
+        return f"f({args}) = {self.got!r}, expected {self.expected!r}"
+
+
+@dataclass
+class Verdict:
+    passed: bool
+    tests_run: int
+    failures: int
+    epsilon: float  # failure-rate bound at confidence 1 - delta (0 when proved exhaustively)
+    delta: float
+    counterexample: Counterexample | None = None
+    max_abs_err: float = 0.0
+    max_rel_err: float = 0.0
+    max_ulp_err: float = 0.0
+    exhaustive: bool = False  # the whole input domain was checked: a proof, not a bound
+    trivial: str | None = None  # why the reference was rejected as trivial
+    error: CompileError | None = None  # the candidate did not compile
+    dtype: str = "float32"
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def sentence(self) -> str:
+        """The confidence sentence shown to people."""
+        from .confidence import confidence_sentence
+
+        if self.error is not None:
+            return f"did not compile: {self.error}"
+        if self.trivial:
+            return f"reference rejected: {self.trivial}"
+        return confidence_sentence(self.passed, self.tests_run, self.delta, exhaustive=self.exhaustive,
+                                   domain_size=self.tests_run if self.exhaustive else None,
+                                   failures=None if self.passed else self.failures)
+
+    def __repr__(self) -> str:
+        return f"<Verdict {'PASS' if self.passed else 'FAIL'}: {self.sentence}>"
