@@ -46,6 +46,8 @@ class Kernel:
             raise TypeError(f"{self.name}() takes {self.program.n_params} arguments "
                             f"({', '.join(self.params)}), got {len(args)}")
         kinds = {type(a).__module__.split(".")[0] for a in args}
+        if kinds == {"cupy"} and self.dtype != "bfloat16":
+            return self._native(args)
         tensors = [_to_tensor(a) for a in args]
         devices = {t.device for t in tensors if t.dim() > 0} or {t.device for t in tensors} or {torch.device("cpu")}
         if len(devices) > 1:
@@ -67,6 +69,15 @@ class Kernel:
         if out.dtype == torch.bfloat16:
             out = out.float()
         return out.cpu().numpy()
+
+    def _native(self, args):
+        """CuPy in: the native CUDA kernel (CUDA C through NVRTC), CuPy out."""
+        import cupy
+
+        from .cuda import launch
+
+        arrays = cupy.broadcast_arrays(*[cupy.asarray(a, dtype=self.dtype) for a in args])
+        return launch(self.program, arrays, self.dtype)
 
     def __repr__(self) -> str:
         return f"<Kernel {self.name}({', '.join(self.params)}) mode={self.mode} dtype={self.dtype}>"
