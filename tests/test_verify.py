@@ -125,3 +125,9 @@ def test_kernels_accept_numpy_and_torch_and_reject_bad_shapes():
     with pytest.raises(ValueError, match="broadcast"):
         k2 = gi.compile("def f(x, y):\n    return x + y\n")
         k2(np.ones(3), np.ones(4))
+
+
+def test_posterior_and_sentence_agree_with_the_counts():
+    v = gi.verify(GELU_ALT, GELU, tests=4000)
+    post = v.posterior
+    assert post.alpha == 1 and post.beta == 4001 and post.upper(0.999) == pytest.approx(v.epsilon, rel=1e-3)

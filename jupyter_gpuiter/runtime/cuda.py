@@ -126,8 +126,10 @@ def launch(program: Program, inputs: list, dtype: str = "float32"):
     name = "k_" + source_hash(program.text() + dtype)
     kernel = _compiled(cuda_source(program, dtype, name), name)
     n = inputs[0].size if inputs else 1
-    out = cupy.empty(inputs[0].shape if inputs else (), dtype=bool if program.returns_bool() else
-                     {"float16": cupy.float16, "float32": cupy.float32, "float64": cupy.float64}[dtype])
+    # the output starts poisoned (nan / True), so a kernel that skips elements cannot pass for one that ran
+    out = cupy.full(inputs[0].shape if inputs else (), True if program.returns_bool() else float("nan"),
+                    dtype=bool if program.returns_bool() else
+                    {"float16": cupy.float16, "float32": cupy.float32, "float64": cupy.float64}[dtype])
     threads = 256
     kernel(((n + threads - 1) // threads,), (threads,), (*[cupy.ascontiguousarray(x) for x in inputs], out,
                                                          cupy.int64(n)))

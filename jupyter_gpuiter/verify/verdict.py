@@ -38,6 +38,13 @@ class Verdict:
     timings: dict[str, float] = field(default_factory=dict)
 
     @property
+    def posterior(self):
+        """Beta posterior of the failure rate (uniform prior) given the tests run and failures seen."""
+        from .confidence import beta_posterior
+
+        return beta_posterior(self.tests_run, self.failures)
+
+    @property
     def sentence(self) -> str:
         """The confidence sentence shown to people."""
         from .confidence import confidence_sentence

@@ -1,0 +1,11 @@
+"""The examples in the documentation run and print what the docs say."""
+
+import doctest
+
+import pytest
+
+
+@pytest.mark.parametrize("doc", ["language.md", "ir.md", "verification.md"])
+def test_doc_examples(root, doc):
+    result = doctest.testfile(str(root / "docs" / doc), module_relative=False, optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0 and result.attempted > 0
