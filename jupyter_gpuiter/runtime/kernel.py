@@ -91,4 +91,4 @@ def _to_tensor(a) -> torch.Tensor:
     arr = np.asarray(a)
     if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
         raise TypeError(f"kernel arguments must be numeric arrays or scalars, got {arr.dtype}")
-    return torch.from_numpy(np.ascontiguousarray(arr))
+    return torch.as_tensor(arr)
