@@ -8,5 +8,13 @@ from .session import Session, compile, compile_batch, session, verify, verify_ba
 from .verify import Counterexample, Verdict
 
 __version__ = "0.1.0"
+
+
+def load_ipython_extension(ip) -> None:
+    """`%load_ext jupyter_gpuiter`: registers %%gpucompile and %gpuiter."""
+    from .magic import load_ipython_extension as load
+
+    load(ip)
+
 __all__ = ["BatchResult", "CompileError", "Counterexample", "Kernel", "Program", "ProgramBatch", "Session",
            "Verdict", "compile", "compile_batch", "session", "verify", "verify_batch"]

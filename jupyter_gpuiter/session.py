@@ -46,6 +46,16 @@ class Session:
         self._kernels: OrderedDict[tuple, Kernel] = OrderedDict()
         self._cache_size = cache_size
 
+    @property
+    def cached_kernels(self) -> int:
+        return len(self._kernels)
+
+    def set_device(self, device) -> None:
+        """Move the Session to another device (pools and compiled kernels start afresh there)."""
+        self.device = resolve(device)
+        self.pool = InputPool(self.device)
+        self._kernels.clear()
+
     def compile(self, source: str, mode: str = "traditional", dtype: str = "float32", device=None) -> Kernel:
         """Compile (or fetch from the cache) one kernel; raises CompileError."""
         if not isinstance(source, str):
@@ -56,7 +66,8 @@ class Session:
         kernel = self._kernels.get(key)
         if kernel is not None:
             self._kernels.move_to_end(key)
-            self.history.append(Iteration("compile", kernel.name, {"compile": time.perf_counter() - t0}, True))
+            self.history.append(Iteration("compile", kernel.name, {"compile": time.perf_counter() - t0}, True,
+                                          extra={"mode": mode, "dtype": dtype}))
             return kernel
         result = compilers.compile_batch([source], mode=mode, device=dev)[0]
         if isinstance(result, CompileError):
@@ -66,7 +77,8 @@ class Session:
         self._kernels[key] = kernel
         if len(self._kernels) > self._cache_size:
             self._kernels.popitem(last=False)
-        self.history.append(Iteration("compile", kernel.name, {"compile": time.perf_counter() - t0}))
+        self.history.append(Iteration("compile", kernel.name, {"compile": time.perf_counter() - t0},
+                                      extra={"mode": mode, "dtype": dtype}))
         return kernel
 
     def _as_compiled(self, x, mode: str, dtype: str):

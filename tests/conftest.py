@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))  # test helpers (pyscalar)
+sys.path.insert(0, str(Path(__file__).parent))  # shared test data (edge_cases)
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 import pytest
-from pyscalar import call_scalar, python_function
+from jupyter_gpuiter.lang.python_semantics import call_scalar, python_function
 
 from jupyter_gpuiter.compilers.serial import compile_source
 from jupyter_gpuiter.lang import spec

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from pyscalar import call_scalar, python_function
+from jupyter_gpuiter.lang.python_semantics import call_scalar, python_function
 
 import jupyter_gpuiter as gi
 
@@ -116,6 +116,7 @@ def test_second_compile_is_a_cache_hit():
     s.compile(GELU)
     s.compile(GELU)
     assert [h.cache_hit for h in s.history if h.kind == "compile"] == [False, True]
+    assert s.cached_kernels == 1
 
 
 def test_kernels_accept_numpy_and_torch_and_reject_bad_shapes():

@@ -67,7 +67,7 @@ def _reference_fn(reference, n_params: int, dtype: str) -> Callable[[torch.Tenso
         prog = _program(reference)
         if prog.n_params != n_params:
             raise ValueError(f"the reference takes {prog.n_params} parameters but the candidate takes {n_params}")
-        fn = torch_function(prog, dtype)
+        fn = torch_function(prog, reference.dtype if isinstance(reference, Kernel) else dtype)  # e.g. float64
         return lambda x: fn(*x)
     if not callable(reference):
         raise TypeError(f"a reference is source, a Kernel or a callable, not {type(reference).__name__}")

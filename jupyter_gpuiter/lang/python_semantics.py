@@ -1,13 +1,16 @@
-"""Python scalar semantics of the kernel language: run a source as a real Python function.
+"""The kernel language's meaning in CPython itself: run a source as a real Python function.
 
 Builtins that Python lacks (where, clip, sigmoid, the np. namespace) get their documented meanings.
-Used by tests to check compiled programs against CPython itself.
+Tests check compiled programs against it; `%%gpucompile --ref python` uses it as the reference.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 from types import SimpleNamespace
+
+import numpy as np
 
 
 def _clip(x, lo, hi):
@@ -44,3 +47,23 @@ def call_scalar(fn, args):
     if isinstance(r, complex):
         return None
     return float(r)
+
+
+def numpy_reference(source: str):
+    """A callable on NumPy arrays that runs the source's function element by element in CPython
+    (float64), with nan where Python raises or leaves the reals."""
+    fn = python_function(source)
+
+    def scalar(*args):
+        r = call_scalar(fn, [float(a) for a in args])
+        return float("nan") if r is None else r
+
+    vectorized = np.vectorize(scalar, otypes=[np.float64])
+    n_params = fn.__code__.co_argcount
+
+    def reference(*arrays):
+        return vectorized(*arrays) if arrays else np.asarray(scalar())
+
+    reference.__signature__ = inspect.Signature(
+        [inspect.Parameter(f"x{i}", inspect.Parameter.POSITIONAL_ONLY) for i in range(n_params)])
+    return reference

@@ -1,0 +1,204 @@
+"""%%gpucompile and %gpuiter: compile a cell, verify it on the device, show the verdict in place.
+
+Options are declared with `magic_arguments`, so `%%gpucompile?` shows them. Bad options raise
+UsageError (one line); compile errors show the offending line with a caret; nothing here leaves the
+user namespace or the Session half-changed.
+"""
+
+from __future__ import annotations
+
+import time
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.display import display
+
+from . import comm
+from .lang.errors import CompileError
+from .lang.python_semantics import numpy_reference
+from .runtime.kernel import DTYPES, Kernel
+from .session import session
+from .verify.confidence import tests_needed
+
+MODES = ("traditional", "serial")
+
+
+def _has_widgets() -> bool:
+    try:
+        from ipykernel.kernelbase import Kernel as IPyKernel
+
+        return IPyKernel.initialized()
+    except ImportError:
+        return False
+
+
+@magics_class
+class GpuiterMagics(Magics):
+    @magic_arguments()
+    @argument("name", nargs="?", help="Name to bind the compiled Kernel to (default: the function's name).")
+    @argument("--mode", default="traditional", help=f"Compiler: {', '.join(MODES)}.")
+    @argument("--ref", default=None, help="Reference: the NAME of a Kernel or NumPy callable in the namespace, "
+              "'python' (the cell run by CPython), or 'float64' (the cell compiled in float64; the default).")
+    @argument("--tests", type=int, default=None, help="Number of random tests (default: enough for --eps).")
+    @argument("--delta", type=float, default=1e-3, help="Risk: the bound holds with confidence 1 - delta.")
+    @argument("--eps", type=float, default=1e-3, help="Failure-rate bound to certify when --tests is not given.")
+    @argument("--dtype", default="float32", help=f"Kernel dtype: {', '.join(DTYPES)}.")
+    @argument("--domain", nargs="+", default=None, help="Input domains, e.g. x=-5:5 y=1e-3:1e3:log.")
+    @argument("--candidates", type=int, default=1, help="Neural candidates k (with --mode neural/hybrid).")
+    @argument("--exhaustive", action="store_true", help="Check all 65,536 float16/bfloat16 inputs: a proof.")
+    @argument("--bench", action="store_true", help="Also time the kernel against the reference.")
+    @argument("--quiet", action="store_true", help="Define the kernel and verify, without the panel.")
+    @argument("--no-verify", action="store_true", help="Only compile and define the kernel.")
+    @cell_magic
+    def gpucompile(self, line: str, cell: str):
+        """Compile the function in this cell, verify it on the device against a reference, show the verdict.
+
+        The cell holds one kernel-language function (docs/language.md). It is compiled with --mode,
+        bound in the namespace as a callable Kernel (NumPy in, NumPy out; torch in, torch out), and
+        checked against the reference on device-resident inputs with a confidence bound.
+        """
+        args = parse_argstring(self.gpucompile, line)
+        if args.mode not in MODES:
+            raise UsageError(f"--mode must be one of {', '.join(MODES)}, got {args.mode!r}")
+        if args.dtype not in DTYPES:
+            raise UsageError(f"--dtype must be one of {', '.join(DTYPES)}, got {args.dtype!r}")
+        if args.tests is not None and args.tests < 1:
+            raise UsageError("--tests must be at least 1")
+        if not 0 < args.delta < 1 or not 0 < args.eps < 1:
+            raise UsageError("--delta and --eps must be between 0 and 1")
+        if args.candidates != 1:
+            raise UsageError("--candidates needs --mode neural or hybrid, which are not available yet")
+        sess = session()
+        t0 = time.perf_counter()
+        try:
+            kernel = sess.compile(cell, mode=args.mode, dtype=args.dtype)
+        except CompileError as e:
+            e.source = cell
+            self._show_error(e, args.quiet)
+            return
+        t_compile = time.perf_counter() - t0
+        name = args.name or kernel.name
+        if not name.isidentifier():
+            raise UsageError(f"{name!r} is not a valid Python name")
+        self.shell.user_ns[name] = kernel
+        if args.no_verify:
+            return
+        try:
+            reference = self._reference(args, cell, kernel)
+            tests = args.tests if args.tests is not None else tests_needed(args.eps, args.delta)
+            verdict = sess.verify(kernel, reference, tests=tests, delta=args.delta, dtype=args.dtype,
+                                  domain=args.domain, exhaustive=args.exhaustive)
+        except KeyboardInterrupt:
+            print(f"{name}: verification interrupted; the kernel is defined, the session is intact")
+            return
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        seconds = {"compile": t_compile, **verdict.timings}
+        speedup = self._speedup(kernel, reference, args) if args.bench else None
+        comm.send(comm.verdict_message(name, args.mode, verdict, seconds))
+        comm.send(comm.status_message(sess))
+        if args.quiet:
+            return
+        self._show(name, verdict, seconds, speedup)
+        return
+
+    def _reference(self, args, cell: str, kernel: Kernel):
+        ref = args.ref or ("python" if args.dtype == "float64" else "float64")
+        if ref == "python":
+            return numpy_reference(cell)
+        if ref == "float64":
+            return session().compile(cell, mode=args.mode, dtype="float64")
+        if ref not in self.shell.user_ns:
+            raise UsageError(f"--ref {ref}: no such name in the namespace (use a Kernel, a NumPy callable, "
+                             "'python' or 'float64')")
+        value = self.shell.user_ns[ref]
+        if not callable(value):
+            raise UsageError(f"--ref {ref}: {type(value).__name__} is not a Kernel or a callable")
+        return value
+
+    def _speedup(self, kernel: Kernel, reference, args) -> float | None:
+        import numpy as np
+
+        x = [np.linspace(-3, 3, 1 << 20, dtype=np.float32) for _ in kernel.params]
+        t0 = time.perf_counter()
+        kernel(*x)
+        t_kernel = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        reference(*x)
+        t_ref = time.perf_counter() - t0
+        return t_ref / t_kernel if t_kernel > 0 else None
+
+    def _show(self, name, verdict, seconds, speedup):
+        if _has_widgets():
+            try:
+                from .widgets.panel import VerificationPanel
+
+                panel = VerificationPanel()
+                panel.show(verdict, name=name, timings=seconds, speedup=speedup)
+                display(panel.widget)
+                return
+            except ImportError:
+                pass
+        status = "PASS" if verdict.passed else "FAIL"
+        print(f"{name}: {status}: {verdict.sentence}")
+        if verdict.counterexample is not None:
+            print(f"  counterexample: {verdict.counterexample}")
+        if speedup is not None:
+            print(f"  speedup vs reference: {speedup:.1f}x")
+
+    def _show_error(self, error: CompileError, quiet: bool):
+        if _has_widgets() and not quiet:
+            try:
+                from .widgets.panel import VerificationPanel
+
+                panel = VerificationPanel()
+                panel.show_error(error)
+                display(panel.widget)
+                return
+            except ImportError:
+                pass
+        print(f"{error.kind} at line {error.line}, column {error.col}: {error.message}\n{error.caret()}")
+
+    @line_magic
+    def gpuiter(self, line: str):
+        """%gpuiter status | tradeoffs | history | device cpu|cuda"""
+        words = line.split()
+        if not words or words[0] not in ("status", "tradeoffs", "history", "device"):
+            raise UsageError("usage: %gpuiter status | tradeoffs | history | device cpu|cuda")
+        sess = session()
+        if words[0] == "status":
+            msg = comm.status_message(sess)
+            comm.send(msg)
+            print(f"device {msg['device']}, {msg['cached_kernels']} cached kernels, {msg['iterations']} iterations, "
+                  f"input pools {sess.pool.nbytes / 2**20:.1f} MiB")
+            return msg
+        if words[0] == "device":
+            if len(words) != 2 or words[1] not in ("cpu", "cuda"):
+                raise UsageError("usage: %gpuiter device cpu|cuda")
+            try:
+                sess.set_device(words[1])
+            except ValueError as e:
+                raise UsageError(str(e)) from None
+            print(f"device {sess.device}")
+            return None
+        if words[0] == "history":
+            try:
+                from .widgets.history import HistoryPlot
+
+                plot = HistoryPlot(sess)
+                display(plot.widget if hasattr(plot, "widget") else plot)
+            except ImportError:
+                for h in sess.history:
+                    print(h.kind, h.name, {k: round(v * 1e3, 2) for k, v in h.seconds.items()}, h.cache_hit)
+            return None
+        from .widgets.tradeoffs import TradeoffExplorer
+
+        explorer = TradeoffExplorer()
+        display(explorer.widget if hasattr(explorer, "widget") else explorer)
+        return None
+
+
+def load_ipython_extension(ip) -> None:
+    """`%load_ext jupyter_gpuiter`: register the magics (the Session is created on first use)."""
+    ip.register_magics(GpuiterMagics)

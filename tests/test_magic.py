@@ -1,0 +1,91 @@
+"""%%gpucompile and %gpuiter driven through IPython's own shell (the kernel tests run them in a real kernel)."""
+
+import numpy as np
+import pytest
+import torch
+from IPython.core.error import UsageError
+from IPython.testing.globalipapp import start_ipython
+
+import jupyter_gpuiter as gi
+
+GELU = "def gelu(x):\n    inner = 0.7978845608 * (x + 0.044715 * x ** 3)\n    return 0.5 * x * (1.0 + tanh(inner))\n"
+
+
+@pytest.fixture(scope="module")
+def ip():
+    shell = start_ipython()
+    shell.run_line_magic("load_ext", "jupyter_gpuiter")
+    return shell
+
+
+def test_cell_defines_a_kernel_and_verifies_it(ip, capsys):
+    ip.run_cell_magic("gpucompile", "--tests 2000", GELU)
+    out = capsys.readouterr().out
+    assert "gelu: PASS" in out and "2,000 tests" in out
+    k = ip.user_ns["gelu"]
+    assert isinstance(k, gi.Kernel)
+    np.testing.assert_allclose(k(np.array([1.0])), [0.8411920], rtol=1e-5)
+    assert isinstance(k(torch.ones(2)), torch.Tensor)
+
+
+def test_wrong_cell_shows_a_counterexample(ip, capsys):
+    ip.user_ns["ref"] = lambda x: 2 * x
+    ip.run_cell_magic("gpucompile", "double --ref ref --tests 3000 --domain x=-4:4", "def f(x):\n    return x + x + (x > 3)\n")
+    out = capsys.readouterr().out
+    assert "double: FAIL" in out and "counterexample" in out
+    assert "double" in ip.user_ns
+
+
+def test_compile_error_shows_the_caret_and_keeps_the_namespace(ip, capsys):
+    ip.user_ns["keep"] = 42
+    ip.run_cell_magic("gpucompile", "", "def f(x):\n    return x + yy\n")
+    out = capsys.readouterr().out
+    assert "unknown-name at line 2, column 16" in out and "    return x + yy\n               ^" in out
+    assert ip.user_ns["keep"] == 42
+
+
+def test_exhaustive_proof(ip, capsys):
+    ip.run_cell_magic("gpucompile", "h --dtype float16 --exhaustive --ref python", "def h(x):\n    return x * 2\n")
+    assert "proved over all 65,536 inputs" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("line,match", [
+    ("--mode quantum", "mode"), ("--dtype int8", "dtype"), ("--tests 0", "tests"), ("--delta 2", "delta"),
+    ("--ref nothing_here", "no such name"), ("--domain x=5", "domain"), ("--candidates 4", "neural"),
+])
+def test_bad_options_are_one_line_usage_errors(ip, line, match):
+    with pytest.raises(UsageError, match=match):
+        ip.run_cell_magic("gpucompile", line, GELU)
+
+
+def test_second_run_of_an_unchanged_cell_is_a_cache_hit(ip):
+    cell = "def sq(x):\n    return x * x\n"
+    ip.run_cell_magic("gpucompile", "--quiet --tests 100", cell)
+    ip.run_cell_magic("gpucompile", "--quiet --tests 100", cell)
+    compiles = [h for h in gi.session().history
+                if h.kind == "compile" and h.name == "sq" and h.extra["dtype"] == "float32"]
+    assert [h.cache_hit for h in compiles][-2:] == [False, True]
+
+
+def test_line_magic(ip, capsys):
+    msg = ip.run_line_magic("gpuiter", "status")
+    assert msg["device"] == "cpu" and msg["cached_kernels"] >= 1
+    with pytest.raises(UsageError):
+        ip.run_line_magic("gpuiter", "bogus")
+    with pytest.raises(UsageError):
+        ip.run_line_magic("gpuiter", "device tpu")
+
+
+def test_comm_messages_are_json_and_match_the_protocol():
+    import json
+
+    from jupyter_gpuiter import comm
+
+    v = gi.verify("def f(x):\n    return x + 1\n", "def f(x):\n    return x\n", tests=200)
+    msg = json.loads(json.dumps(comm.verdict_message("f", "traditional", v, {"compile": 0.1})))
+    assert msg["type"] == "verdict" and msg["passed"] is False and msg["counterexample"]["inputs"]
+    assert set(msg) >= {"name", "mode", "passed", "exhaustive", "tests", "failures", "epsilon", "delta", "sentence",
+                        "counterexample", "error", "seconds"}
+    status = json.loads(json.dumps(comm.status_message(gi.session())))
+    assert status["type"] == "status" and status["last"]["passed"] is False
+    assert comm.send(status) is False  # no kernel here: dropped, not raised
