@@ -121,13 +121,18 @@ class GpuiterMagics(Magics):
         import numpy as np
 
         x = [np.linspace(-3, 3, 1 << 20, dtype=np.float32) for _ in kernel.params]
-        t0 = time.perf_counter()
-        kernel(*x)
-        t_kernel = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        reference(*x)
-        t_ref = time.perf_counter() - t0
-        return t_ref / t_kernel if t_kernel > 0 else None
+
+        def best(fn):  # warm-up, then the best of three
+            fn(*x)
+            times = []
+            for _ in range(3):
+                t0 = time.perf_counter()
+                fn(*x)
+                times.append(time.perf_counter() - t0)
+            return min(times)
+
+        t_kernel = best(kernel)
+        return best(reference) / t_kernel if t_kernel > 0 else None
 
     def _show(self, name, verdict, seconds, speedup):
         if _has_widgets():
@@ -172,7 +177,7 @@ class GpuiterMagics(Magics):
             comm.send(msg)
             print(f"device {msg['device']}, {msg['cached_kernels']} cached kernels, {msg['iterations']} iterations, "
                   f"input pools {sess.pool.nbytes / 2**20:.1f} MiB")
-            return msg
+            return None
         if words[0] == "device":
             if len(words) != 2 or words[1] not in ("cpu", "cuda"):
                 raise UsageError("usage: %gpuiter device cpu|cuda")

@@ -68,8 +68,9 @@ def test_second_run_of_an_unchanged_cell_is_a_cache_hit(ip):
 
 
 def test_line_magic(ip, capsys):
-    msg = ip.run_line_magic("gpuiter", "status")
-    assert msg["device"] == "cpu" and msg["cached_kernels"] >= 1
+    ip.run_line_magic("gpuiter", "status")
+    out = capsys.readouterr().out
+    assert out.startswith("device cpu, ") and "cached kernels" in out
     with pytest.raises(UsageError):
         ip.run_line_magic("gpuiter", "bogus")
     with pytest.raises(UsageError):
