@@ -177,7 +177,7 @@ class GpuiterMagics(Magics):
             comm.send(msg)
             print(f"device {msg['device']}, {msg['cached_kernels']} cached kernels, {msg['iterations']} iterations, "
                   f"input pools {sess.pool.nbytes / 2**20:.1f} MiB")
-            return None
+            return
         if words[0] == "device":
             if len(words) != 2 or words[1] not in ("cpu", "cuda"):
                 raise UsageError("usage: %gpuiter device cpu|cuda")
@@ -186,7 +186,7 @@ class GpuiterMagics(Magics):
             except ValueError as e:
                 raise UsageError(str(e)) from None
             print(f"device {sess.device}")
-            return None
+            return
         if words[0] == "history":
             try:
                 from .widgets.history import HistoryPlot
@@ -196,12 +196,12 @@ class GpuiterMagics(Magics):
             except ImportError:
                 for h in sess.history:
                     print(h.kind, h.name, {k: round(v * 1e3, 2) for k, v in h.seconds.items()}, h.cache_hit)
-            return None
+            return
         from .widgets.tradeoffs import TradeoffExplorer
 
         explorer = TradeoffExplorer()
         display(explorer.widget if hasattr(explorer, "widget") else explorer)
-        return None
+        return
 
 
 def load_ipython_extension(ip) -> None:
