@@ -5,8 +5,7 @@ from __future__ import annotations
 import torch
 
 from ..compilers import traditional
-from ..compilers.serial import compile_source
-from ..lang.errors import CompileError
+from ..compilers.serial import compile_sources
 from ..lang.generate import generate_batch
 from ..runtime.device import resolve
 from .common import machine, timed, write_json
@@ -18,13 +17,7 @@ def run(n: int = 4096, seed: int = 0, device=None, repeats: int = 3, json_path: 
     n_bytes = sum(len(s.encode()) for s in sources)
 
     def serial():
-        out = []
-        for s in sources:
-            try:
-                out.append(compile_source(s))
-            except CompileError as e:
-                out.append(e)
-        return out
+        return compile_sources(sources)
 
     def sync():
         if dev.type == "cuda":

@@ -11,16 +11,9 @@ from .result import BatchResult
 
 
 def _serial(sources: Sequence[str], device=None) -> BatchResult:
-    from ..lang.errors import CompileError
-    from .serial import compile_source
+    from .serial import compile_sources
 
-    results = []
-    for s in sources:
-        try:
-            results.append(compile_source(s))
-        except CompileError as e:
-            results.append(e)
-    return BatchResult(results, "serial")
+    return BatchResult(compile_sources(sources), "serial")
 
 
 def _traditional(sources: Sequence[str], device=None) -> BatchResult:

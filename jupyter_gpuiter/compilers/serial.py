@@ -211,6 +211,17 @@ class _Walker:
         return ret
 
 
+def compile_sources(sources) -> list[Program | CompileError]:
+    """Each source compiled in turn: a Program or the CompileError it raised."""
+    results: list[Program | CompileError] = []
+    for s in sources:
+        try:
+            results.append(compile_source(s))
+        except CompileError as e:
+            results.append(e)
+    return results
+
+
 def compile_source(source: str) -> Program:
     """Compile one kernel-language function to a Program, or raise CompileError."""
     src, tokens, structure = check_source(source)
