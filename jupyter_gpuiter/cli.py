@@ -59,6 +59,18 @@ def _bench(args) -> int:
     return 0
 
 
+def _install_kernel(args) -> int:
+    from .kernel.install import install
+
+    try:
+        path = install(user=not (args.sys_prefix or args.prefix is not None), sys_prefix=args.sys_prefix, prefix=args.prefix)
+    except (OSError, ValueError) as e:
+        print(f"cannot install the gpuiter kernel: {e}", file=sys.stderr)
+        return 1
+    print(f"installed the gpuiter kernelspec in {path}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     from .compilers import MODES
 
@@ -77,6 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--repeats", type=int, default=3, help="Timed repetitions; the median is reported.")
     b.add_argument("--out", default="bench-results", help="Folder for the JSON results.")
     b.set_defaults(run=_bench)
+    k = sub.add_parser("install-kernel", help="Install the gpuiter Jupyter kernelspec (the wheel also ships it).")
+    where = k.add_mutually_exclusive_group()
+    where.add_argument("--user", action="store_true", help="For the current user (the default).")
+    where.add_argument("--sys-prefix", action="store_true", help="Into this environment (sys.prefix).")
+    where.add_argument("--prefix", default=None, help="Into PREFIX/share/jupyter/kernels.")
+    k.set_defaults(run=_install_kernel)
     args = parser.parse_args(argv)
     return args.run(args)
 

@@ -17,8 +17,8 @@ from IPython.display import display
 from . import comm
 from .lang.errors import CompileError
 from .lang.python_semantics import numpy_reference
+from .resident import session
 from .runtime.kernel import DTYPES, Kernel
-from .session import session
 from .verify.confidence import tests_needed
 
 MODES = ("traditional", "serial")

@@ -4,10 +4,10 @@ import math
 
 import numpy as np
 import pytest
-from jupyter_gpuiter.lang.python_semantics import call_scalar, python_function
 
 from jupyter_gpuiter.compilers.serial import compile_source
 from jupyter_gpuiter.lang import spec
+from jupyter_gpuiter.lang.python_semantics import call_scalar, python_function
 from jupyter_gpuiter.runtime.reference import evaluate
 
 BINARY = ["+", "-", "*", "/", "//", "%", "**", "<", "<=", ">", ">=", "==", "!=", "and", "or"]

@@ -5,9 +5,9 @@ import math
 import numpy as np
 import pytest
 import torch
-from jupyter_gpuiter.lang.python_semantics import call_scalar, python_function
 
 import jupyter_gpuiter as gi
+from jupyter_gpuiter.lang.python_semantics import call_scalar, python_function
 
 GELU = "def gelu(x):\n    inner = 0.7978845608 * (x + 0.044715 * x ** 3)\n    return 0.5 * x * (1.0 + tanh(inner))\n"
 GELU_ALT = "def gelu(x):\n    return 0.5 * x * (1.0 + tanh(0.7978845608 * (x + 0.044715 * x * x * x)))\n"

@@ -8,8 +8,8 @@ import sys
 import textwrap
 import time
 
+from ..resident import Session
 from ..runtime.device import resolve
-from ..session import Session
 from ..verify.confidence import tests_needed
 from .common import machine, timed, write_json
 from .kernels import NODES30, NODES30_REF

@@ -1,0 +1,180 @@
+"""`GpuiterKernel`: the IPython kernel with jupyter_gpuiter preloaded (design §9).
+
+Start-up costs what a plain IPython kernel costs plus importing the package (`jupyter_gpuiter`'s
+`__init__` imports torch, about 1 s on CPU). Nothing else heavy runs before the kernel answers:
+
+- in `__init__` (main thread, before the first request): the IPython extension is loaded, as
+  `%load_ext jupyter_gpuiter` would (`GpuiterKernel.gpuiter_extensions`, configurable, lists the
+  modules tried in order). A missing or failing extension is logged as a warning and reported in
+  kernel_info; the kernel stays usable as a plain IPython kernel.
+- in `start()`: a daemon thread detects the device and, with CUDA, creates the CUDA context (the
+  slow part on a GPU machine); it then schedules the creation of the Session
+  (`jupyter_gpuiter.session()`) on the kernel's main loop, so the Session is only ever created on
+  the thread that runs cells. A cell that needs it before that simply creates it itself.
+
+kernel_info_reply: IPython's reply unchanged (`language_info` included) plus one top-level field,
+``content["gpuiter"]`` (`gpuiter_info()`)::
+
+    {"version": "0.1.0",        # jupyter_gpuiter.__version__
+     "device": "cpu",           # the Session's device, or the one it will pick ("cuda" / "cpu")
+     "cuda": false,             # a CUDA device is usable by torch
+     "device_name": null,       # e.g. "NVIDIA H200" once the background thread has asked CUDA
+     "session": false,          # the Session exists (preloading finished, or a cell created it)
+     "extension": true,         # the IPython extension (%%gpucompile, %gpuiter) is loaded
+     "warnings": []}            # why the extension or the preloading failed, if they did
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+from ipykernel.ipkernel import IPythonKernel
+from traitlets import List, Unicode
+
+from .. import __version__
+
+_cuda_lock = threading.Lock()
+_cuda: bool | None = None
+
+
+def cuda_available() -> bool:
+    """Whether torch sees a usable CUDA device; cached, thread-safe, never raises."""
+    global _cuda
+    with _cuda_lock:
+        if _cuda is None:
+            try:
+                from ..runtime.device import cuda_available as detect
+
+                _cuda = bool(detect())
+            except Exception:  # noqa: BLE001 - a broken CUDA/torch install means "no CUDA", not a dead kernel
+                _cuda = False
+        return _cuda
+
+
+def current_session():
+    """The Session if one exists, without creating it (None otherwise)."""
+    module = sys.modules.get("jupyter_gpuiter.resident")
+    return getattr(module, "_current", None)
+
+
+class GpuiterKernel(IPythonKernel):
+    """IPython kernel with the jupyter_gpuiter extension loaded and the Session created in the background."""
+
+    implementation = "gpuiter"
+    implementation_version = __version__
+
+    gpuiter_extensions = List(
+        Unicode(), default_value=["jupyter_gpuiter", "jupyter_gpuiter.magic"],
+        help="Modules tried in order for load_ipython_extension; the first that loads wins.",
+    ).tag(config=True)
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.gpuiter_warnings: list[str] = []
+        self.gpuiter_extension: str | None = None  # the module whose load_ipython_extension ran
+        self.gpuiter_device_name: str | None = None
+        self.gpuiter_preload_seconds: float | None = None  # set when the background thread is done
+        self._preload_thread: threading.Thread | None = None
+        self._load_extension()
+
+    # -- start-up -----------------------------------------------------------------------------
+
+    def _warn(self, message: str) -> None:
+        self.gpuiter_warnings.append(message)
+        self.log.warning("gpuiter kernel: %s", message)
+
+    def _load_extension(self) -> None:
+        manager = getattr(self.shell, "extension_manager", None)
+        if manager is None:
+            self._warn("no IPython shell; the jupyter_gpuiter extension is not loaded")
+            return
+        tried = []
+        for name in self.gpuiter_extensions:
+            try:
+                result = manager.load_extension(name)
+            except ModuleNotFoundError as e:
+                if e.name is None or not (e.name == name or name.startswith(e.name + ".")):
+                    tried.append(f"{name}: {type(e).__name__}: {e}")  # a module the extension imports
+                    break
+                tried.append(f"{name}: no such module")
+                continue
+            except Exception as e:  # noqa: BLE001 - any failure leaves a usable IPython kernel
+                tried.append(f"{name}: {type(e).__name__}: {e}")
+                break
+            if result in (None, "already loaded"):
+                self.gpuiter_extension = name
+                return
+            tried.append(f"{name}: no load_ipython_extension")
+        self._warn("the IPython extension is not loaded, %%gpucompile and %gpuiter are not available ("
+                   + "; ".join(tried) + ")")
+
+    def start(self):
+        super().start()
+        loop = self.io_loop
+        self._preload_thread = threading.Thread(
+            target=self._preload, args=(loop,), name="gpuiter-preload", daemon=True)
+        self._preload_thread.start()
+
+    def _preload(self, loop) -> None:
+        """Background thread: detect the device and warm CUDA up, then have the main loop create the Session."""
+        t0 = time.perf_counter()
+        try:
+            if cuda_available():
+                import torch
+
+                device = torch.device("cuda")
+                torch.empty(1, device=device)  # the CUDA context, now rather than in the first cell
+                self.gpuiter_device_name = torch.cuda.get_device_name(device)
+        except Exception as e:  # noqa: BLE001
+            self._warn(f"warming up CUDA failed: {type(e).__name__}: {e}")
+        finally:
+            try:
+                loop.add_callback(self._create_session, t0)
+            except Exception as e:  # noqa: BLE001 - a loop already closed at shutdown
+                self.log.debug("gpuiter kernel: cannot schedule the Session: %s", e)
+
+    def _create_session(self, t0: float) -> None:
+        try:
+            import jupyter_gpuiter
+
+            jupyter_gpuiter.session()
+        except Exception as e:  # noqa: BLE001
+            self._warn(f"creating the Session failed: {type(e).__name__}: {e}")
+        self.gpuiter_preload_seconds = time.perf_counter() - t0
+        self.log.debug("gpuiter kernel: preloaded in %.3f s", self.gpuiter_preload_seconds)
+
+    # -- kernel_info ----------------------------------------------------------------------------
+
+    def gpuiter_info(self) -> dict:
+        """The ``gpuiter`` field of kernel_info_reply (see the module docstring); never raises."""
+        info = {"version": __version__, "device": "cpu", "cuda": False, "device_name": None,
+                "session": False, "extension": self.gpuiter_extension is not None,
+                "warnings": list(self.gpuiter_warnings)}
+        try:
+            cuda = cuda_available()
+            session = current_session()
+            info["cuda"] = cuda
+            info["session"] = session is not None
+            info["device"] = str(session.device) if session is not None else ("cuda" if cuda else "cpu")
+            if info["device"].startswith("cuda"):
+                info["device_name"] = self.gpuiter_device_name
+        except Exception as e:  # noqa: BLE001
+            info["warnings"].append(f"device query failed: {type(e).__name__}: {e}")
+        return info
+
+    @property
+    def kernel_info(self):
+        info = super().kernel_info
+        info["gpuiter"] = self.gpuiter_info()
+        return info
+
+    @property
+    def banner(self):
+        base = super().banner or ""
+        if self.gpuiter_extension is not None:
+            extra = "%%gpucompile and %gpuiter are loaded; "
+        else:
+            extra = "the jupyter_gpuiter extension is not loaded (see the kernel log); "
+        return f"{base}gpuiter {__version__} kernel: {extra}jupyter_gpuiter.session() is the resident Session.\n"

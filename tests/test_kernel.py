@@ -1,0 +1,309 @@
+"""The `gpuiter` Jupyter kernel: its spec, its installer, and a real kernel process driven by jupyter_client.
+
+Fixtures for cell tests (module-scoped: one kernel per test module / xdist worker):
+
+    gpuiter_kernel  a started, ready `BlockingKernelClient` on a `gpuiter` kernel installed from this
+                    checkout into a temporary Jupyter path (`.manager` is its `KernelManager`)
+    execute         `execute(code, timeout=60) -> (status, outputs)` on that kernel: `status` is the
+                    execute_reply status ("ok" / "error" / "aborted"), `outputs` the cell's iopub
+                    outputs in order as nbformat-style dicts: {"output_type": "stream", "name", "text"},
+                    {"output_type": "execute_result" | "display_data" | "update_display_data", "data",
+                    "metadata"}, {"output_type": "error", "ename", "evalue", "traceback"},
+                    {"output_type": "clear_output", "wait"}
+
+    def test_something(execute):
+        status, outputs = execute("1 + 1")
+        assert status == "ok" and outputs[0]["data"]["text/plain"] == "2"
+
+`run_cell(client, code)` is the same helper for a client of your own; `stdout(outputs)` joins the
+stdout stream text.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import queue
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_client.manager import start_new_kernel
+
+import jupyter_gpuiter
+from jupyter_gpuiter.kernel import install as install_mod
+from jupyter_gpuiter.kernel.spec import KERNEL_NAME, RESOURCES, kernel_json
+
+OUTPUT_TYPES = ("stream", "execute_result", "display_data", "update_display_data", "error", "clear_output")
+START_TIMEOUT = 60
+
+
+def expected_device() -> str:
+    from jupyter_gpuiter.runtime.device import cuda_available
+
+    return "cuda" if cuda_available() else "cpu"
+
+
+# -- helpers and fixtures (reused by the %%gpucompile tests) ------------------------------------
+
+def run_cell(client, code: str, timeout: float = 60) -> tuple[str, list[dict]]:
+    """Execute `code`; collect its iopub outputs until the kernel is idle again, then its reply."""
+    msg_id = client.execute(code)
+    deadline = time.monotonic() + timeout
+    outputs: list[dict] = []
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"no idle status within {timeout} s after executing {code!r}; got {outputs}")
+        try:
+            msg = client.get_iopub_msg(timeout=left)
+        except queue.Empty:
+            continue
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        kind, content = msg["msg_type"], msg["content"]
+        if kind == "status" and content["execution_state"] == "idle":
+            break
+        if kind in OUTPUT_TYPES:
+            out = {"output_type": kind, **content}
+            out.pop("execution_count", None)
+            outputs.append(out)
+    while True:
+        left = max(deadline - time.monotonic(), 1.0)
+        reply = client.get_shell_msg(timeout=left)
+        if reply["parent_header"].get("msg_id") == msg_id:
+            return reply["content"]["status"], outputs
+
+
+def stdout(outputs: list[dict]) -> str:
+    return "".join(o["text"] for o in outputs if o["output_type"] == "stream" and o["name"] == "stdout")
+
+
+@pytest.fixture(scope="module")
+def gpuiter_jupyter_path(tmp_path_factory):
+    """A temporary prefix with the gpuiter kernelspec installed by `install()`, first on JUPYTER_PATH.
+
+    Also points IPython's and Jupyter's per-user folders at temporary ones so that the kernel sees no
+    user profile and writes nothing into the home folder.
+    """
+    base = tmp_path_factory.mktemp("gpuiter-kernel")
+    spec_dir = install_mod.install(prefix=str(base / "prefix"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("JUPYTER_PATH", str(base / "prefix" / "share" / "jupyter"))
+        mp.setenv("JUPYTER_RUNTIME_DIR", str(base / "runtime"))
+        mp.setenv("IPYTHONDIR", str(base / "ipython"))
+        yield Path(spec_dir), base
+
+
+def _start(spec_dir: Path, cwd: Path, **kwargs):
+    found = KernelSpecManager().get_kernel_spec(KERNEL_NAME).resource_dir
+    assert Path(found).resolve() == spec_dir.resolve(), f"JUPYTER_PATH finds {found}, not the spec under test"
+    t0 = time.perf_counter()
+    km, kc = start_new_kernel(kernel_name=KERNEL_NAME, startup_timeout=START_TIMEOUT, cwd=str(cwd), **kwargs)
+    km.gpuiter_start_seconds = time.perf_counter() - t0  # start-up until kernel_info answered
+    kc.manager = km
+    return km, kc
+
+
+@pytest.fixture(scope="module")
+def gpuiter_kernel(gpuiter_jupyter_path):
+    """A running gpuiter kernel (module-scoped); yields its ready `BlockingKernelClient`."""
+    spec_dir, base = gpuiter_jupyter_path
+    km, kc = _start(spec_dir, base)
+    try:
+        yield kc
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=False)
+
+
+@pytest.fixture(scope="module")
+def execute(gpuiter_kernel):
+    """`execute(code, timeout=60) -> (status, outputs)` on the module's gpuiter kernel."""
+    return functools.partial(run_cell, gpuiter_kernel)
+
+
+def kernel_info(client, timeout: float = 30) -> dict:
+    return client.kernel_info(reply=True, timeout=timeout)["content"]
+
+
+# -- the spec and its installation -------------------------------------------------------------
+
+def test_static_kernel_json_is_kernel_json():
+    shipped = json.loads((RESOURCES / "kernel.json").read_text(encoding="utf-8"))
+    assert shipped == kernel_json()
+    assert shipped["argv"][0] == "python"  # no build-time interpreter path in the wheel
+    assert shipped["argv"][1:] == ["-m", "jupyter_gpuiter.kernel", "-f", "{connection_file}"]
+    assert shipped["display_name"] == "gpuiter (Python 3)" and shipped["language"] == "python"
+    png = (RESOURCES / "logo-64x64.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and png[16:24] == (64).to_bytes(4, "big") * 2
+
+
+def test_wheel_ships_the_spec_as_shared_data(root):
+    import tomllib
+
+    with open(root / "pyproject.toml", "rb") as f:
+        shared = tomllib.load(f)["tool"]["hatch"]["build"]["targets"]["wheel"]["shared-data"]
+    assert shared["jupyter_gpuiter/kernel/resources"] == "share/jupyter/kernels/gpuiter"
+    assert (root / "jupyter_gpuiter/kernel/resources").resolve() == RESOURCES
+
+
+def test_install_prefix_and_user(tmp_path, monkeypatch):
+    dest = Path(install_mod.install(prefix=str(tmp_path / "env")))
+    assert dest == tmp_path / "env" / "share" / "jupyter" / "kernels" / "gpuiter"
+    spec = json.loads((dest / "kernel.json").read_text(encoding="utf-8"))
+    assert spec == kernel_json(sys.executable)  # another prefix: name this interpreter
+    assert (dest / "logo-64x64.png").is_file()
+    install_mod.install(prefix=str(tmp_path / "env"))  # reinstalling replaces
+
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "home-data"))
+    monkeypatch.delenv("JUPYTER_PATH", raising=False)
+    monkeypatch.setenv("JUPYTER_PREFER_ENV_PATH", "0")  # the user folder before this environment's
+    dest = Path(install_mod.install(user=True))
+    assert dest == tmp_path / "home-data" / "kernels" / "gpuiter"
+    assert json.loads((dest / "kernel.json").read_text(encoding="utf-8"))["argv"][0] == sys.executable
+    assert KernelSpecManager().get_kernel_spec("gpuiter").resource_dir == str(dest)
+
+    with pytest.raises(ValueError):
+        install_mod.install(user=True, sys_prefix=True)
+
+
+def test_install_sys_prefix_keeps_plain_python(tmp_path, monkeypatch):
+    monkeypatch.setattr(install_mod.sys, "prefix", str(tmp_path))
+    dest = Path(install_mod.install(sys_prefix=True))
+    assert dest == tmp_path / "share" / "jupyter" / "kernels" / "gpuiter"
+    assert json.loads((dest / "kernel.json").read_text(encoding="utf-8")) == kernel_json()
+
+
+def test_cli_install_kernel(tmp_path, monkeypatch, capsys):
+    from jupyter_gpuiter.cli import main
+
+    assert main(["install-kernel", "--prefix", str(tmp_path)]) == 0
+    dest = tmp_path / "share" / "jupyter" / "kernels" / "gpuiter"
+    assert str(dest) in capsys.readouterr().out
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "user"))
+    assert main(["install-kernel"]) == 0  # --user is the default
+    assert str(tmp_path / "user" / "kernels" / "gpuiter") in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["install-kernel", "--user", "--sys-prefix"])
+
+
+# -- a real kernel process -----------------------------------------------------------------------
+
+def test_kernel_info_reports_gpuiter_and_device(gpuiter_kernel):
+    info = kernel_info(gpuiter_kernel)
+    assert info["status"] == "ok"
+    assert info["implementation"] == "gpuiter"
+    assert info["implementation_version"] == jupyter_gpuiter.__version__
+    assert info["language_info"]["name"] == "python"
+    assert info["language_info"]["file_extension"] == ".py"
+    assert "gpuiter" in info["banner"]
+    g = info["gpuiter"]
+    assert g["version"] == jupyter_gpuiter.__version__
+    assert g["device"].split(":")[0] == expected_device()
+    assert g["cuda"] is (expected_device() == "cuda")
+    assert isinstance(g["session"], bool) and isinstance(g["extension"], bool)
+
+
+def test_execute_result(execute):
+    status, outputs = execute("1 + 1")
+    assert status == "ok"
+    assert [o["output_type"] for o in outputs] == ["execute_result"]
+    assert outputs[0]["data"]["text/plain"] == "2"
+
+
+def test_errors_and_streams_are_collected(execute):
+    status, outputs = execute("print('a'); import sys; print('b', file=sys.stderr); 1 / 0")
+    assert status == "error"
+    assert stdout(outputs) == "a\n"
+    assert any(o["output_type"] == "stream" and o["name"] == "stderr" for o in outputs)
+    assert outputs[-1]["output_type"] == "error" and outputs[-1]["ename"] == "ZeroDivisionError"
+
+
+def test_session_is_preloaded(gpuiter_kernel, execute):
+    # The background thread creates the Session without any cell asking for it.
+    deadline = time.monotonic() + 30
+    while not (g := kernel_info(gpuiter_kernel)["gpuiter"])["session"]:
+        assert time.monotonic() < deadline, f"Session not preloaded: {g}"
+        time.sleep(0.1)
+    assert not [w for w in g["warnings"] if "extension" not in w], g
+    status, outputs = execute("import jupyter_gpuiter\nprint(jupyter_gpuiter.session().device.type)")
+    assert status == "ok", outputs
+    assert stdout(outputs) == expected_device() + "\n"
+
+
+def test_extension_is_preloaded(gpuiter_kernel, execute):
+    import importlib
+
+    try:
+        magic = importlib.import_module("jupyter_gpuiter.magic")
+    except ImportError:
+        magic = None
+    has_extension = any(hasattr(m, "load_ipython_extension") for m in (jupyter_gpuiter, magic))
+    g = kernel_info(gpuiter_kernel)["gpuiter"]
+    status, outputs = execute("import json\n"
+                              "print(json.dumps([m for m in get_ipython().extension_manager.loaded if 'gpuiter' in m]))")
+    assert status == "ok", outputs
+    loaded = json.loads(stdout(outputs))
+    if has_extension:
+        assert g["extension"] and loaded, (g, loaded)
+    else:  # the extension is not written yet: the kernel reports it and stays usable
+        assert not g["extension"] and not loaded
+        assert any("load_ipython_extension" in w for w in g["warnings"]), g
+
+
+def test_broken_extension_leaves_a_usable_kernel(gpuiter_jupyter_path, tmp_path):
+    spec_dir, base = gpuiter_jupyter_path
+    (tmp_path / "broken_gpuiter_ext.py").write_text(
+        "def load_ipython_extension(ip):\n    raise RuntimeError('boom')\n", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
+    extensions = [f"--GpuiterKernel.gpuiter_extensions={m}" for m in ("no_such_gpuiter_ext", "json", "broken_gpuiter_ext")]
+    km, kc = _start(spec_dir, base, env=env, extra_arguments=extensions)
+    try:
+        info = kernel_info(kc)
+        g = info["gpuiter"]
+        assert g["extension"] is False
+        assert "not loaded" in info["banner"]
+        (warning,) = g["warnings"]
+        assert "no_such_gpuiter_ext: no such module" in warning
+        assert "json: no load_ipython_extension" in warning
+        assert "broken_gpuiter_ext: RuntimeError: boom" in warning
+        status, outputs = run_cell(kc, "1 + 1")
+        assert status == "ok" and outputs[0]["data"]["text/plain"] == "2"
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=False)
+
+
+def test_start_and_clean_shutdown(gpuiter_jupyter_path):
+    spec_dir, base = gpuiter_jupyter_path
+    km, kc = _start(spec_dir, base)
+    try:
+        assert km.gpuiter_start_seconds < START_TIMEOUT / 2, km.gpuiter_start_seconds
+        status, outputs = run_cell(kc, "import os; print(os.getpid())")
+        assert status == "ok"
+        proc = km.provisioner.process
+        assert proc.pid == int(stdout(outputs))
+        kc.shutdown()  # shutdown_request: the kernel exits by itself
+        assert proc.wait(timeout=30) == 0
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+        km.cleanup_resources()
+    assert not km.is_alive()
+
+
+if os.environ.get("GPUITER_KERNEL_TIMING"):  # `GPUITER_KERNEL_TIMING=1 pytest -s tests/test_kernel.py`
+    def test_report_start_time(gpuiter_jupyter_path):
+        spec_dir, base = gpuiter_jupyter_path
+        for _ in range(3):
+            km, kc = _start(spec_dir, base)
+            t0 = time.perf_counter()
+            while not kernel_info(kc)["gpuiter"]["session"]:
+                time.sleep(0.01)
+            print(f"\nkernel ready in {km.gpuiter_start_seconds:.2f} s; Session {time.perf_counter() - t0:.2f} s later")
+            kc.stop_channels()
+            km.shutdown_kernel(now=False)

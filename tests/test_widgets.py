@@ -1,0 +1,285 @@
+"""Widgets: state after show / slider moves / refresh (no browser; FigureWidget state is Python-side)."""
+
+import html
+import math
+import time
+
+import pytest
+
+import jupyter_gpuiter as gi
+from jupyter_gpuiter.resident import Iteration
+from jupyter_gpuiter.theory import MODES, CostModel, false_accept_risk, optimise
+from jupyter_gpuiter.verify.verdict import Counterexample, Verdict
+from jupyter_gpuiter.widgets import HistoryPlot, TradeoffExplorer, VerificationPanel
+from jupyter_gpuiter.widgets import tradeoffs as TW
+from jupyter_gpuiter.widgets.history import COLD, RESIDENT
+from jupyter_gpuiter.widgets.panel import GAUGE_MAX
+
+PLUS_ONE = "def f(x):\n    return x + 1\n"
+IDENTITY = "def f(x):\n    return x\n"
+
+
+@pytest.fixture(scope="module")
+def sess():
+    return gi.Session("cpu")
+
+
+@pytest.fixture(scope="module")
+def failing(sess):
+    return sess.verify(PLUS_ONE, IDENTITY, tests=200)
+
+
+@pytest.fixture(scope="module")
+def passing(sess):
+    return sess.verify("def f(x):\n    return x * x\n", "def f(x):\n    return x ** 2\n", tests=2000)
+
+
+# ---------------------------------------------------------------- the verification panel
+
+
+def test_panel_shows_a_failing_verdict(failing):
+    assert not failing.passed and failing.counterexample is not None
+    panel = VerificationPanel()
+    assert panel.status.value == ""
+    panel.show(failing, name="f")
+    assert panel.status.value == "FAIL"
+    assert panel.title.value == "f"
+    assert panel.sentence.value == failing.sentence
+    assert panel.gauge.data[0].value == 0.0
+    table = panel.counterexample.value
+    cx = failing.counterexample
+    for name, value in cx.inputs.items():
+        assert f">{html.escape(name)}<" in table and f">{value!r}<" in table
+    assert f">{cx.got!r}<" in table and f">{cx.expected!r}<" in table
+    assert panel.counterexample.layout.display is None  # shown
+    assert panel.timing_fig.data[0].x == tuple(failing.timings.values())
+    assert panel.timing_fig.data[0].y == tuple(failing.timings)
+    assert panel.speedup.value == ""
+    assert "200 tests" in panel.details.value
+
+
+def test_panel_updates_in_place(failing, passing):
+    panel = VerificationPanel()
+    panel.show(failing)
+    widgets = (panel.widget, panel.gauge, panel.timing_fig, panel.counterexample)
+    panel.show(passing, name="square", timings={"compile": 0.004, "verify": 0.0015}, speedup=2.5)
+    assert (panel.widget, panel.gauge, panel.timing_fig, panel.counterexample) == widgets
+    assert panel.status.value == "PASS"
+    assert panel.sentence.value == passing.sentence
+    assert panel.gauge.data[0].value == pytest.approx(-math.log10(passing.epsilon))
+    assert panel.counterexample.value == "" and panel.counterexample.layout.display == "none"
+    assert panel.timing_fig.data[0].x == (0.004, 0.0015)
+    assert panel.timing_fig.data[0].y == ("compile", "verify")
+    assert "2.5×" in panel.speedup.value
+    assert panel.verdict is passing
+
+
+def test_panel_shows_a_proof_and_a_trivial_reference():
+    panel = VerificationPanel()
+    proof = Verdict(True, 65_536, 0, 0.0, 1e-3, exhaustive=True, dtype="float16", timings={"run": 0.01})
+    panel.show(proof)
+    assert panel.status.value == "PASS"
+    assert panel.sentence.value == "proved over all 65,536 inputs"
+    assert panel.gauge.data[0].value == GAUGE_MAX
+    assert panel.gauge.data[0].title.text == "proved"
+    trivial = Verdict(False, 100, 0, 1.0, 1e-3, trivial="the reference is all zero")
+    panel.show(trivial)
+    assert panel.status.value == "FAIL"
+    assert "reference rejected" in panel.sentence.value
+    assert panel.gauge.data[0].value == 0.0
+    assert panel.gauge.data[0].title.text != "proved"
+    cx = Verdict(False, 5, 5, 1.0, 1e-3, Counterexample({"x": 1.5, "y": -2.0}, float("nan"), 3.0))
+    panel.show(cx)
+    assert ">1.5<" in panel.counterexample.value and ">-2.0<" in panel.counterexample.value
+    assert ">nan<" in panel.counterexample.value and ">y<" in panel.counterexample.value
+
+
+def test_show_error_shows_the_line_with_a_caret(sess):
+    source = "def f(x):\n    return x + y\n"
+    with pytest.raises(gi.CompileError) as info:
+        gi.compile(source)
+    err = info.value
+    panel = VerificationPanel()
+    panel.show_error(err, name="f")
+    assert panel.status.value == "ERROR"
+    assert err.kind in panel.sentence.value and "y" in panel.sentence.value
+    text = html.unescape(panel.error.value)
+    assert "    return x + y\n" + " " * 15 + "^" in text
+    assert err.caret() in text
+    assert f"line {err.line}, column {err.col}" in text
+    assert panel.error.layout.display is None and panel._plots.layout.display == "none"
+
+
+def test_show_of_a_verdict_that_did_not_compile(sess, passing):
+    verdict = sess.verify("def f(x):\n    return foo(x)\n", IDENTITY, tests=100)
+    assert verdict.error is not None
+    panel = VerificationPanel()
+    panel.show(passing)
+    panel.show(verdict)
+    assert panel.status.value == "ERROR"
+    assert "^" in panel.error.value
+    assert panel.counterexample.value == ""
+    panel.show(passing)  # and back: the error goes away
+    assert panel.status.value == "PASS" and panel.error.value == "" and panel.error.layout.display == "none"
+
+
+def test_panel_refuses_other_types():
+    panel = VerificationPanel()
+    with pytest.raises(TypeError):
+        panel.show("PASS")
+    with pytest.raises(TypeError):
+        panel.show_error(ValueError("x"))
+
+
+# ---------------------------------------------------------------- the trade-off explorer
+
+
+def latencies(model, k, n, p):
+    return tuple(model.latency(mode, k, n, p) for mode in MODES)
+
+
+def test_explorer_initial_state_is_the_model():
+    ex = TradeoffExplorer(throttle_s=0)
+    m = ex.model
+    assert ex.k == 1 and ex.n_tests == m.n_tests and ex.p == m.p
+    assert ex.fig.data[TW.LATENCY].x == MODES
+    assert ex.fig.data[TW.LATENCY].y == pytest.approx(latencies(m, 1, m.n_tests, m.p))
+    assert ex.fig.data[TW.LATENCY].y[0] == 212.0
+    assert ex.fig.data[TW.MEASURED].x == ()
+    assert ex.optimum == optimise(m, 1e-3, 1e-3, m.p)
+
+
+def test_moving_sliders_changes_the_traces():
+    ex = TradeoffExplorer(throttle_s=0)
+    m = ex.model
+    before = ex.fig.data[TW.LATENCY].y
+
+    ex.k_slider.value = 8
+    after = ex.fig.data[TW.LATENCY].y
+    assert after != before
+    assert after == pytest.approx(latencies(m, 8, m.n_tests, m.p))
+    assert after[0] == before[0] and after[1] == before[1]  # cpu and traditional do not depend on k
+    assert ex.fig.data[TW.CURRENT].y[0] == pytest.approx(false_accept_risk(1e-3, m.n_tests, 8))
+
+    ex.n_slider.value = 1e5
+    assert ex.n_tests == 100_000
+    assert ex.fig.data[TW.LATENCY].y == pytest.approx(latencies(m, 8, 100_000, m.p))
+    assert ex.fig.data[TW.CURRENT].x == (100_000,)
+
+    risk_before = ex.fig.data[TW.RISK].y
+    ex.epsilon_slider.value = 1e-2
+    assert ex.fig.data[TW.RISK].y != risk_before
+    grid = ex.fig.data[TW.RISK].x
+    assert ex.fig.data[TW.RISK].y[10] == pytest.approx(max(TW._RISK_FLOOR, false_accept_risk(1e-2, grid[10], 8)))
+
+    ex.delta_slider.value = 1e-6
+    assert ex.fig.data[TW.DELTA].y == pytest.approx((1e-6, 1e-6))
+    assert ex.optimum == optimise(m, 1e-6, 1e-2, m.p)
+
+    hybrid = ex.fig.data[TW.LATENCY].y[3]
+    ex.k_slider.value = 1
+    ex.p_slider.value = 0.2
+    assert ex.fig.data[TW.LATENCY].y[3] != hybrid
+    assert ex.fig.data[TW.LATENCY].y == pytest.approx(latencies(m, 1, 100_000, 0.2))
+    assert "pass@k" in ex.summary.value
+
+
+def test_update_only_recomputes_on_change():
+    ex = TradeoffExplorer(throttle_s=0)
+    n = ex.updates
+    ex.update()
+    assert ex.updates == n
+    ex.k_slider.value = 2
+    assert ex.updates == n + 1
+    ex.update(force=True)
+    assert ex.updates == n + 2
+
+
+def test_throttled_changes_are_coalesced_and_update_flushes_them():
+    ex = TradeoffExplorer(throttle_s=60)
+    m = ex.model
+    ex.k_slider.value = 4  # first change after a quiet period: at once
+    assert not ex.pending
+    assert ex.fig.data[TW.LATENCY].y == pytest.approx(latencies(m, 4, m.n_tests, m.p))
+    n = ex.updates
+    ex.k_slider.value = 5  # within the throttle window: scheduled
+    ex.k_slider.value = 6
+    assert ex.pending and ex.updates == n
+    assert ex.fig.data[TW.LATENCY].y == pytest.approx(latencies(m, 4, m.n_tests, m.p))
+    ex.update()  # synchronous: applies the latest values, cancels the scheduled one
+    assert not ex.pending and ex.updates == n + 1
+    assert ex.fig.data[TW.LATENCY].y == pytest.approx(latencies(m, 6, m.n_tests, m.p))
+
+
+def test_throttled_update_runs_later_by_itself():
+    ex = TradeoffExplorer(throttle_s=0.05)
+    m = ex.model
+    ex.k_slider.value = 3
+    ex.k_slider.value = 7
+    deadline = time.monotonic() + 10
+    while ex.pending and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not ex.pending
+    assert ex.fig.data[TW.LATENCY].y == pytest.approx(latencies(m, 7, m.n_tests, m.p))
+
+
+def test_measured_points_overlay_and_custom_model():
+    model = CostModel(execute_test_ms=1000, gpu_compile_ms=5)
+    measured = [{"mode": "traditional", "latency_ms": 12.5, "label": "gelu"}, {"mode": "cpu", "ms": 900.0}]
+    ex = TradeoffExplorer(model, measured, throttle_s=0)
+    assert ex.fig.data[TW.LATENCY].y[0] == 1112.0
+    assert ex.fig.data[TW.MEASURED].x == ("traditional", "cpu")
+    assert ex.fig.data[TW.MEASURED].y == (12.5, 900.0)
+    assert ex.fig.data[TW.MEASURED].text == ("gelu", "cpu")
+    ex.set_model(CostModel())
+    assert ex.fig.data[TW.LATENCY].y[0] == 212.0
+    with pytest.raises(ValueError, match="mode"):
+        ex.set_measured([{"mode": "gpu", "latency_ms": 1}])
+
+
+def test_apply_optimum_sets_the_sliders():
+    ex = TradeoffExplorer(throttle_s=0)
+    ex.delta_slider.value = 1e-6
+    ex.epsilon_slider.value = 1e-3
+    ex.apply_optimum()
+    k, n, ms = ex.optimum
+    assert (ex.k, ex.n_tests) == (k, n)
+    assert ex.fig.data[TW.LATENCY].y[3] == pytest.approx(ms)
+    assert ex.fig.data[TW.CURRENT].y[0] <= 1e-6
+
+
+def test_explorer_from_a_session(sess, failing, passing):
+    ex = TradeoffExplorer.from_session(sess, throttle_s=0)
+    assert "gpu_compile_ms" in ex.model.calibrated
+    verifies = [i for i in sess.history if i.kind == "verify"]
+    assert len(ex.fig.data[TW.MEASURED].y) == len(verifies)
+    assert ex.fig.data[TW.MEASURED].y[0] == pytest.approx(1e3 * sum(verifies[0].seconds.values()))
+
+
+# ---------------------------------------------------------------- the history plot
+
+
+def test_history_plot_refreshes():
+    s = gi.Session("cpu")
+    plot = HistoryPlot(s)
+    assert plot.fig.data[RESIDENT].x == ()
+    s.verify(PLUS_ONE, IDENTITY, tests=100)
+    s.verify(PLUS_ONE, IDENTITY, tests=100)
+    plot.refresh()
+    n = len(s.history)
+    assert plot.fig.data[RESIDENT].x == tuple(range(1, n + 1))
+    assert plot.fig.data[RESIDENT].y == pytest.approx([1e3 * sum(i.seconds.values()) for i in s.history], abs=1e-6)
+    assert "cache hit" in "".join(plot.fig.data[RESIDENT].text)  # the second verify hits the kernel cache
+    assert plot.fig.data[COLD].x == ()
+    s.history.append(Iteration("verify", "fresh process", {"total": 1.2}, extra={"cold": True}))
+    plot.refresh()
+    assert plot.fig.data[COLD].x == (n + 1,) and plot.fig.data[COLD].y == pytest.approx((1200.0,))
+    assert len(plot.fig.data[RESIDENT].x) == n
+
+
+def test_history_plot_limits_points():
+    s = gi.Session("cpu")
+    s.history.extend(Iteration("compile", f"k{i}", {"compile": 0.001 * (i + 1)}) for i in range(30))
+    plot = HistoryPlot(s, max_points=10)
+    assert plot.fig.data[RESIDENT].x == tuple(range(21, 31))
+    assert plot.fig.data[RESIDENT].y[-1] == pytest.approx(30.0)
