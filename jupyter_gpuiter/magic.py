@@ -33,6 +33,23 @@ def _has_widgets() -> bool:
         return False
 
 
+def _display_panel(text: str, fill) -> None:
+    """The verification panel in a kernel (with `text` as its plain-text form, for terminals, nbclient and
+    tests); the text alone elsewhere."""
+    if _has_widgets():
+        try:
+            from .widgets.panel import VerificationPanel
+
+            panel = VerificationPanel()
+            fill(panel)
+            bundle = panel.widget._repr_mimebundle_()
+            display({**bundle, "text/plain": text}, raw=True)
+            return
+        except ImportError:
+            pass
+    print(text)
+
+
 @magics_class
 class GpuiterMagics(Magics):
     @magic_arguments()
@@ -135,35 +152,20 @@ class GpuiterMagics(Magics):
         return best(reference) / t_kernel if t_kernel > 0 else None
 
     def _show(self, name, verdict, seconds, speedup):
-        if _has_widgets():
-            try:
-                from .widgets.panel import VerificationPanel
-
-                panel = VerificationPanel()
-                panel.show(verdict, name=name, timings=seconds, speedup=speedup)
-                display(panel.widget)
-                return
-            except ImportError:
-                pass
-        status = "PASS" if verdict.passed else "FAIL"
-        print(f"{name}: {status}: {verdict.sentence}")
+        lines = [f"{name}: {'PASS' if verdict.passed else 'FAIL'}: {verdict.sentence}"]
         if verdict.counterexample is not None:
-            print(f"  counterexample: {verdict.counterexample}")
+            lines.append(f"  counterexample: {verdict.counterexample}")
         if speedup is not None:
-            print(f"  speedup vs reference: {speedup:.1f}x")
+            lines.append(f"  speedup vs reference: {speedup:.1f}x")
+        _display_panel("\n".join(lines), lambda panel: panel.show(verdict, name=name, timings=seconds,
+                                                                   speedup=speedup))
 
     def _show_error(self, error: CompileError, quiet: bool):
-        if _has_widgets() and not quiet:
-            try:
-                from .widgets.panel import VerificationPanel
-
-                panel = VerificationPanel()
-                panel.show_error(error)
-                display(panel.widget)
-                return
-            except ImportError:
-                pass
-        print(f"{error.kind} at line {error.line}, column {error.col}: {error.message}\n{error.caret()}")
+        text = f"{error.kind} at line {error.line}, column {error.col}: {error.message}\n{error.caret()}"
+        if quiet:
+            print(text)
+        else:
+            _display_panel(text, lambda panel: panel.show_error(error))
 
     @line_magic
     def gpuiter(self, line: str):
@@ -188,19 +190,13 @@ class GpuiterMagics(Magics):
             print(f"device {sess.device}")
             return
         if words[0] == "history":
-            try:
-                from .widgets.history import HistoryPlot
+            from .widgets.history import HistoryPlot
 
-                plot = HistoryPlot(sess)
-                display(plot.widget if hasattr(plot, "widget") else plot)
-            except ImportError:
-                for h in sess.history:
-                    print(h.kind, h.name, {k: round(v * 1e3, 2) for k, v in h.seconds.items()}, h.cache_hit)
+            display(HistoryPlot(sess).widget)
             return
         from .widgets.tradeoffs import TradeoffExplorer
 
-        explorer = TradeoffExplorer()
-        display(explorer.widget if hasattr(explorer, "widget") else explorer)
+        display(TradeoffExplorer.from_session(sess).widget)
         return
 
 

@@ -307,3 +307,65 @@ if os.environ.get("GPUITER_KERNEL_TIMING"):  # `GPUITER_KERNEL_TIMING=1 pytest -
             print(f"\nkernel ready in {km.gpuiter_start_seconds:.2f} s; Session {time.perf_counter() - t0:.2f} s later")
             kc.stop_channels()
             km.shutdown_kernel(now=False)
+
+
+# -- %%gpucompile in a real gpuiter kernel ---------------------------------------------------------
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def displayed_text(outputs: list[dict]) -> str:
+    parts = [o["text"] for o in outputs if o["output_type"] == "stream"]
+    parts += [o["data"].get("text/plain", "") for o in outputs if o["output_type"] in ("display_data",
+                                                                                        "execute_result")]
+    return "\n".join(parts)
+
+
+def test_gpucompile_cells_in_the_kernel(execute):
+    gelu = ("%%gpucompile --tests 2000 --domain x=-6:6\ndef gelu(x):\n    inner = 0.7978845608 * (x + 0.044715 * x ** 3)"
+            "\n    return 0.5 * x * (1.0 + tanh(inner))")
+    status, outputs = execute(gelu)
+    assert status == "ok" and "gelu: PASS" in displayed_text(outputs)
+    assert any(WIDGET_VIEW in o.get("data", {}) for o in outputs), "the verification panel is a widget"
+    # later cells call the kernel on NumPy and torch
+    status, outputs = execute("import numpy as np, torch\nprint(round(float(gelu(np.array([1.0]))[0]), 5))\n"
+                              "print(type(gelu(torch.ones(3))).__name__)")
+    assert status == "ok" and stdout(outputs).split() == ["0.84119", "Tensor"]
+
+
+def test_invalid_and_failing_cells_in_the_kernel(execute):
+    status, outputs = execute("keep = 7")
+    status, outputs = execute("%%gpucompile\ndef f(x):\n    return x + yy")
+    text = displayed_text(outputs)
+    assert status == "ok" and not any(o["output_type"] == "error" for o in outputs)
+    assert "unknown-name at line 2, column 16" in text and "    return x + yy\n               ^" in text
+    execute("def twice(x):\n    return 2 * x")
+    status, outputs = execute("%%gpucompile wrong --ref twice --tests 3000 --domain x=-4:4\n"
+                              "def wrong(x):\n    return x * 2 if x < 3 else x")
+    text = displayed_text(outputs)
+    assert status == "ok" and "wrong: FAIL" in text and "counterexample" in text
+    status, outputs = execute("print(keep, callable(wrong))")
+    assert stdout(outputs).split() == ["7", "True"]
+
+
+def test_exhaustive_cell_in_the_kernel(execute):
+    status, outputs = execute("%%gpucompile --dtype float16 --exhaustive --ref python\ndef half(x):\n    return x / 2")
+    assert status == "ok" and "proved over all 65,536 inputs" in displayed_text(outputs)
+
+
+def test_quickstart_notebook_runs_and_stores_the_panels_widget_state(gpuiter_jupyter_path, root):
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(root / "examples" / "quickstart.ipynb", as_version=4)
+    client = NotebookClient(nb, kernel_name=KERNEL_NAME, timeout=120, store_widget_state=True,
+                            resources={"metadata": {"path": str(root / "examples")}})
+    client.execute()
+    state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    values = [m["state"].get("value", "") for m in state.values() if m["model_name"] in ("LabelModel", "HTMLModel")]
+    assert any("with confidence" in v for v in values), "the panel's sentence is in the stored state"
+    assert {"PASS", "FAIL", "ERROR"} <= set(values)
+    assert any("gpuiter-counterexample" in v for v in values) and any("proved over all 65,536" in v for v in values)
+    assert any(m["model_name"] == "AnyModel" for m in state.values()), "plotly FigureWidgets (anywidget)"
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+    assert not errors
