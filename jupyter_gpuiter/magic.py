@@ -33,6 +33,29 @@ def _has_widgets() -> bool:
         return False
 
 
+PROGRESS_FROM = 1 << 20  # tests; smaller verifications finish before a bar would be seen
+
+
+class _ProgressBar:
+    """An ipywidgets progress bar fed by verify's per-chunk callback."""
+
+    def __init__(self, total: int):
+        import ipywidgets as widgets
+
+        self.bar = widgets.IntProgress(value=0, min=0, max=total, description="verifying")
+        display(self.bar)
+
+    def __call__(self, done: int, total: int) -> None:
+        self.bar.max, self.bar.value = total, done
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _progress_bar(total: int):
+    return _ProgressBar(total) if total >= PROGRESS_FROM and _has_widgets() else None
+
+
 def _display_panel(text: str, fill) -> None:
     """The verification panel in a kernel (with `text` as its plain-text form, for terminals, nbclient and
     tests); the text alone elsewhere."""
@@ -104,8 +127,11 @@ class GpuiterMagics(Magics):
         try:
             reference = self._reference(args, cell, kernel)
             tests = args.tests if args.tests is not None else tests_needed(args.eps, args.delta)
+            bar = _progress_bar(65536 if args.exhaustive else tests)
             verdict = sess.verify(kernel, reference, tests=tests, delta=args.delta, dtype=args.dtype,
-                                  domain=args.domain, exhaustive=args.exhaustive)
+                                  domain=args.domain, exhaustive=args.exhaustive, progress=bar)
+            if bar is not None:
+                bar.close()
         except KeyboardInterrupt:
             print(f"{name}: verification interrupted; the kernel is defined, the session is intact")
             return

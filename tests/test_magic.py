@@ -90,3 +90,30 @@ def test_comm_messages_are_json_and_match_the_protocol():
     status = json.loads(json.dumps(comm.status_message(gi.session())))
     assert status["type"] == "status" and status["last"]["passed"] is False
     assert comm.send(status) is False  # no kernel here: dropped, not raised
+
+
+def test_keyboard_interrupt_during_verification_leaves_everything_usable(ip, capsys):
+    def interrupted(x):
+        raise KeyboardInterrupt
+
+    ip.user_ns["interrupted"] = interrupted
+    ip.run_cell_magic("gpucompile", "k_int --ref interrupted --tests 100", "def k_int(x):\n    return x\n")
+    assert "verification interrupted" in capsys.readouterr().out
+    assert isinstance(ip.user_ns["k_int"], gi.Kernel)
+    ip.run_cell_magic("gpucompile", "--tests 100", "def again(x):\n    return x + 1\n")
+    assert "again: PASS" in capsys.readouterr().out
+
+
+def test_tradeoffs_and_history_magics_display(ip, capsys):
+    ip.run_line_magic("gpuiter", "tradeoffs")
+    assert "IntSlider(value=1, description='candidates k'" in capsys.readouterr().out  # the widget's repr
+    ip.run_line_magic("gpuiter", "history")
+    assert "'name': 'resident'" in capsys.readouterr().out
+
+
+def test_progress_callback_reports_chunks():
+    calls = []
+    s = gi.Session()
+    v = s.verify("def f(x):\n    return x\n", "def f(x):\n    return x\n", tests=200_000,
+                 progress=lambda done, total: calls.append((done, total)))
+    assert v.passed and calls[-1] == (200_000, 200_000) and len(calls) == 4

@@ -119,8 +119,10 @@ def _check_options(dtype: str, delta: float) -> None:
 
 def verify_program(candidate, reference, pool, *, tests: int | None = None, delta: float = 1e-3,
                    dtype: str = "float32", domain=None, seed: int = 0, exhaustive: bool = False,
-                   rtol: float | None = None, atol: float | None = None) -> Verdict:
-    """Check a compiled candidate against a reference (Kernel, Program or callable on NumPy arrays)."""
+                   rtol: float | None = None, atol: float | None = None, progress=None) -> Verdict:
+    """Check a compiled candidate against a reference (Kernel, Program or callable on NumPy arrays).
+
+    `progress(done, total)`, when given, is called after each chunk of inputs."""
     t0 = time.perf_counter()
     _check_options(dtype, delta)
     dev = pool.device
@@ -157,6 +159,8 @@ def verify_program(candidate, reference, pool, *, tests: int | None = None, delt
         rel_err = max(rel_err, float(cmp.max_rel_err[0]))
         ulp_err = max(ulp_err, float(cmp.max_ulp_err[0]))
         expected_seen.append(want)
+        if progress is not None:
+            progress(run_n, x.shape[1])
         if f:
             failures, first = f, lo + int(cmp.first_failure[0])
             break
