@@ -369,3 +369,17 @@ def test_quickstart_notebook_runs_and_stores_the_panels_widget_state(gpuiter_jup
     assert any(m["model_name"] == "AnyModel" for m in state.values()), "plotly FigureWidgets (anywidget)"
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
+
+
+@pytest.mark.parametrize("notebook", ["candidates.ipynb", "tradeoffs.ipynb"])
+def test_example_notebooks_execute(gpuiter_jupyter_path, root, notebook):
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(root / "examples" / notebook, as_version=4)
+    NotebookClient(nb, kernel_name=KERNEL_NAME, timeout=180,
+                   resources={"metadata": {"path": str(root / "examples")}}).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+    assert ("candidates verified" in text) if notebook == "candidates.ipynb" else ("calibrated fields" in text)
