@@ -21,4 +21,6 @@ echo "gpu tests exit $?" >> "$OUT/gpu-tests.txt"
 # benchmarks: compile throughput at the design's batch size and at a large one
 timeout 120 "$PY" -m jupyter_gpuiter.cli bench compile --device cuda --n 4096 --out "$OUT/b4096" > "$OUT/bench-compile-4096.txt" 2>&1
 timeout 150 "$PY" -m jupyter_gpuiter.cli bench compile --device cuda --n 65536 --repeats 2 --out "$OUT/b65536" > "$OUT/bench-compile-65536.txt" 2>&1
+timeout 90 "$PY" -m jupyter_gpuiter.cli bench vm --device cuda --out "$OUT/vm" > "$OUT/bench-vm.txt" 2>&1
+timeout 90 "$PY" -m jupyter_gpuiter.cli bench verify --device cuda --out "$OUT/verify" > "$OUT/bench-verify.txt" 2>&1
 tail -n +1 "$OUT"/*.txt
