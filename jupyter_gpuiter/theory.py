@@ -29,13 +29,12 @@ assumptions, chosen so the modelled speedups land in the paper's claimed ranges,
 from __future__ import annotations
 
 import math
-import operator
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
 
+from .verify.confidence import as_count, as_probability, tests_needed
 from .verify.confidence import false_accept_risk as _false_accept_risk
-from .verify.confidence import tests_needed
 
 __all__ = [
     "MODES",
@@ -65,30 +64,6 @@ PHASE_DEVICE = {
     "fallback": "gpu",
     "copy_back": "cpu",
 }
-
-
-def _count(name: str, value, minimum: int = 0) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be an integer count, got the bool {value!r}")  # noqa: TRY004 - ValueError
-    try:
-        n = operator.index(value)
-    except TypeError:
-        raise ValueError(f"{name} must be an integer count, got {value!r} ({type(value).__name__})") from None
-    if n < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {n}")
-    return n
-
-
-def _prob(name: str, value) -> float:
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be a probability, got the bool {value!r}")  # noqa: TRY004 - ValueError
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}") from None
-    if not 0.0 <= x <= 1.0:
-        raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
-    return x
 
 
 # ---------------------------------------------------------------------------------------------
@@ -131,9 +106,9 @@ class CostModel:
             if f.name == "calibrated":
                 object.__setattr__(self, f.name, tuple(v))
             elif f.name in ("neural_batch", "n_tests"):
-                object.__setattr__(self, f.name, _count(f.name, v, minimum=1 if f.name == "neural_batch" else 0))
+                object.__setattr__(self, f.name, as_count(f.name, v, minimum=1 if f.name == "neural_batch" else 0))
             elif f.name == "p":
-                object.__setattr__(self, f.name, _prob("p", v))
+                object.__setattr__(self, f.name, as_probability("p", v))
             else:
                 if isinstance(v, bool):
                     raise ValueError(f"{f.name} must be a number, got the bool {v!r}")
@@ -147,20 +122,20 @@ class CostModel:
     def _args(self, mode: str, k, n_tests, p) -> tuple[int, int, float]:
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}: expected one of {', '.join(MODES)}")
-        k = _count("k (number of candidates)", k, minimum=1)
-        n = self.n_tests if n_tests is None else _count("n_tests", n_tests)
-        pp = self.p if p is None else _prob("p", p)
+        k = as_count("k (number of candidates)", k, minimum=1)
+        n = self.n_tests if n_tests is None else as_count("n_tests", n_tests)
+        pp = self.p if p is None else as_probability("p", p)
         return k, n, pp
 
     def verify_ms(self, k: int = 1, n_tests: int | None = None) -> float:
         """One on-device verification pass: k candidates x N tests (0 when no test runs)."""
-        k = _count("k (number of candidates)", k, minimum=1)
-        n = self.n_tests if n_tests is None else _count("n_tests", n_tests)
+        k = as_count("k (number of candidates)", k, minimum=1)
+        n = self.n_tests if n_tests is None else as_count("n_tests", n_tests)
         return 0.0 if n == 0 else self.verify_setup_ms + k * n * self.verify_ms_per_test
 
     def neural_ms(self, k: int = 1) -> float:
         """Sampling k candidates: ceil(k / neural_batch) batched decodes."""
-        k = _count("k (number of candidates)", k, minimum=1)
+        k = as_count("k (number of candidates)", k, minimum=1)
         return self.neural_sample_ms * math.ceil(k / self.neural_batch)
 
     def breakdown(self, mode: str, k: int = 1, n_tests: int | None = None, p: float | None = None) -> dict[str, float]:
@@ -221,8 +196,8 @@ class CostModel:
 def pass_at_k(p: float, k: int) -> float:
     """Probability that at least one of k independent candidates, each correct with probability p, is
     correct: ``1 - (1-p)**k`` (computed as ``-expm1(k log1p(-p))``)."""
-    pp = _prob("p", p)
-    kk = _count("k", k)
+    pp = as_probability("p", p)
+    kk = as_count("k", k)
     if kk == 0:
         return 0.0
     if pp == 1.0:
@@ -246,9 +221,9 @@ def pass_at_k_unbiased(n: int, c: int, k: int) -> float:
     >>> pass_at_k_unbiased(10, 3, 1)
     0.3
     """
-    n = _count("n", n, minimum=1)
-    c = _count("c", c)
-    k = _count("k", k, minimum=1)
+    n = as_count("n", n, minimum=1)
+    c = as_count("c", c)
+    k = as_count("k", k, minimum=1)
     if c > n:
         raise ValueError(f"c (correct samples) cannot exceed n (samples): c={c}, n={n}")
     if k > n:
@@ -302,7 +277,7 @@ def optimise(model: CostModel, target_risk: float, epsilon: float, p: float | No
         raise ValueError(f"epsilon must be strictly between 0 and 1, got {epsilon!r}")
     best = None
     for k in ks:
-        k = _count("k", k, minimum=1)
+        k = as_count("k", k, minimum=1)
         n = _tests_for_risk(target, eps, k)
         if n_max is not None and n > n_max:
             continue

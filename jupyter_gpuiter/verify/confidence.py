@@ -27,6 +27,8 @@ from decimal import Decimal
 __all__ = [
     "BetaPosterior",
     "Sprt",
+    "as_count",
+    "as_probability",
     "beta_posterior",
     "betainc",
     "betainc_inv",
@@ -45,7 +47,7 @@ __all__ = [
 # input checks
 
 
-def _count(name: str, value, minimum: int = 0) -> int:
+def as_count(name: str, value, minimum: int = 0) -> int:
     """An integer >= minimum (bool and float are refused: a count of 2.5 tests is a caller bug)."""
     if isinstance(value, bool):
         raise ValueError(f"{name} must be an integer count, got the bool {value!r}")  # noqa: TRY004 - contract: ValueError
@@ -70,6 +72,14 @@ def _real(name: str, value) -> float:
     return x
 
 
+def as_probability(name: str, value) -> float:
+    """A probability in [0, 1]."""
+    x = _real(name, value)
+    if not 0.0 <= x <= 1.0:
+        raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
+    return x
+
+
 def _open_prob(name: str, value, hint: str = "") -> float:
     """A probability strictly between 0 and 1."""
     x = _real(name, value)
@@ -90,7 +100,7 @@ def epsilon_bound(n_tests: int, delta: float) -> float:
 
     Computed as ``-expm1(log(delta)/N)``, accurate for tiny delta and huge N. N = 0 gives 1.0.
     """
-    n = _count("n_tests", n_tests)
+    n = as_count("n_tests", n_tests)
     d = _open_prob("delta", delta, _DELTA_HINT)
     if n == 0:
         return 1.0
@@ -126,7 +136,7 @@ tests_needed.__test__ = False  # its name starts with "test": keep pytest from c
 def per_candidate_delta(delta: float, k: int) -> float:
     """Bonferroni: each of k candidates gets delta/k, so all k bounds hold together with confidence 1 - delta."""
     d = _open_prob("delta", delta, _DELTA_HINT)
-    return d / _count("k (number of candidates)", k, minimum=1)
+    return d / as_count("k (number of candidates)", k, minimum=1)
 
 
 def false_accept_risk(epsilon: float, n_tests: int, k: int = 1) -> float:
@@ -135,8 +145,8 @@ def false_accept_risk(epsilon: float, n_tests: int, k: int = 1) -> float:
     eps = _real("epsilon", epsilon)
     if not 0.0 <= eps <= 1.0:
         raise ValueError(f"epsilon must be a failure rate in [0, 1], got {epsilon!r}")
-    n = _count("n_tests", n_tests)
-    kk = _count("k (number of candidates)", k, minimum=1)
+    n = as_count("n_tests", n_tests)
+    kk = as_count("k (number of candidates)", k, minimum=1)
     if n == 0 or eps == 0.0:
         return 1.0
     if eps == 1.0:
@@ -436,8 +446,8 @@ class BetaPosterior:
 
 def beta_posterior(n_tests: int, failures: int, prior: tuple[float, float] = (1.0, 1.0)) -> BetaPosterior:
     """Posterior over the failure rate after `failures` of `n_tests` failed; prior (1, 1) is uniform."""
-    n = _count("n_tests", n_tests)
-    f = _count("failures", failures)
+    n = as_count("n_tests", n_tests)
+    f = as_count("failures", failures)
     if f > n:
         raise ValueError(f"failures ({f}) cannot exceed n_tests ({n})")
     try:
@@ -517,8 +527,8 @@ class Sprt:
 
     def update(self, n_new_tests: int, n_new_failures: int = 0) -> str:
         """Add a chunk of tests with its failures; return the (sticky) decision."""
-        k = _count("n_new_tests", n_new_tests)
-        f = _count("n_new_failures", n_new_failures)
+        k = as_count("n_new_tests", n_new_tests)
+        f = as_count("n_new_failures", n_new_failures)
         if f > k:
             raise ValueError(f"n_new_failures ({f}) cannot exceed n_new_tests ({k})")
         self._n += k
@@ -542,7 +552,7 @@ class Sprt:
 
 def format_count(n: int) -> str:
     """Thousands separators: 30000 -> '30,000'."""
-    return f"{_count('count', n):,}"
+    return f"{as_count('count', n):,}"
 
 
 def format_rate(x: float, round_up: bool = True) -> str:
@@ -589,10 +599,10 @@ def confidence_sentence(passed: bool, n_tests: int, delta: float, exhaustive: bo
     >>> confidence_sentence(False, 30_000, 1e-3, failures=3)
     'failed 3 of 30,000 tests'
     """
-    n = _count("n_tests", n_tests)
+    n = as_count("n_tests", n_tests)
     d = _open_prob("delta", delta, _DELTA_HINT)
-    size = None if domain_size is None else _count("domain_size", domain_size, minimum=1)
-    f = None if failures is None else _count("failures", failures)
+    size = None if domain_size is None else as_count("domain_size", domain_size, minimum=1)
+    f = None if failures is None else as_count("failures", failures)
     if f is not None and f > n:
         raise ValueError(f"failures ({f}) cannot exceed n_tests ({n})")
     if bool(passed):
