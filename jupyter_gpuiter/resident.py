@@ -105,14 +105,18 @@ class Session:
         dtype = options.get("dtype", "float32")
         t0 = time.perf_counter()
         sources = [c for c in candidates if isinstance(c, str)]
-        compiled = iter(compilers.compile_batch(sources, mode=mode, device=self.device).results)
-        results = [next(compiled) if isinstance(c, str) else c for c in candidates]
+        compiled = compilers.compile_batch(sources, mode=mode, device=self.device)
+        compiled_results = iter(compiled.results)
+        results = [next(compiled_results) if isinstance(c, str) else c for c in candidates]
+        # all sources: the compiler's device batch goes straight to the VM, nothing re-uploaded
+        batch = compiled.batch if len(sources) == len(candidates) else None
         ref = self._as_compiled(reference, mode, dtype)
         t1 = time.perf_counter()
-        verdicts = verify_programs(results, ref, self.pool, **options)
+        verdicts = verify_programs(results, ref, self.pool, batch=batch, **options)
         self.history.append(Iteration("verify_batch", f"{len(candidates)} candidates",
                                       {"compile": t1 - t0, "verify": time.perf_counter() - t1},
-                                      extra={"passed": sum(v.passed for v in verdicts)}))
+                                      extra={"passed": sum(v.passed for v in verdicts), "candidates": len(candidates),
+                                             "tests": max((v.tests_run for v in verdicts), default=0)}))
         return verdicts
 
 

@@ -132,3 +132,15 @@ def test_posterior_and_sentence_agree_with_the_counts():
     v = gi.verify(GELU_ALT, GELU, tests=4000)
     post = v.posterior
     assert post.alpha == 1 and post.beta == 4001 and post.upper(0.999) == pytest.approx(v.epsilon, rel=1e-3)
+
+
+def test_verify_batch_runs_the_compilers_device_batch_in_order():
+    cands = ["def f(x):\n    return x * 2\n", "def f(x):\n    return y\n", "x" * 9000, "def f(x):\n    return x + x\n",
+             "def f(x):\n    return x + 1e400 * 0 + 0x10 - 16\n"]
+    res = gi.compile_batch(cands)
+    assert res.batch is not None and res.batch.error[:, 0].tolist()[:3] == [0, 2, 7]
+    verdicts = gi.verify_batch(cands, "def f(x):\n    return 2 * x\n", tests=2000)
+    assert [v.passed for v in verdicts] == [True, False, False, True, False]
+    assert verdicts[2].error.kind == "too-large" and verdicts[4].counterexample is not None
+    # a literal valued on the host (hex) reaches the device batch too
+    assert gi.verify_batch(["def f(x):\n    return x + 0x10 - 16\n"], "def f(x):\n    return x\n", tests=500)[0].passed

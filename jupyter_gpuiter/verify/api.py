@@ -198,17 +198,21 @@ def _counterexample(cand, ref, point: torch.Tensor, names, returns_bool, tdt, rt
 
 def verify_programs(results: Sequence, reference, pool, *, tests: int | None = None, delta: float = 1e-3,
                     dtype: str = "float32", domain=None, seed: int = 0, exhaustive: bool = False,
-                    rtol: float | None = None, atol: float | None = None) -> list[Verdict]:
+                    rtol: float | None = None, atol: float | None = None,
+                    batch: ProgramBatch | None = None) -> list[Verdict]:
     """Verify many compiled candidates (Programs, Kernels or CompileErrors) in one device pass: run by
-    the batched VM on the same inputs. With k candidates each bound uses delta/k. Counterexamples are
-    the first failing input, not shrunk (verify one candidate to shrink it)."""
+    the batched VM on the same inputs. `batch`, when given, is the same candidates already on the device
+    (the traditional compiler's output, row i = results[i]), so nothing is re-uploaded. With k candidates
+    each bound uses delta/k. Counterexamples are the first failing input, not shrunk (verify one
+    candidate to shrink it)."""
     _check_options(dtype, delta)
     dev = pool.device
     k = max(1, len(results))
     results = [r if isinstance(r, CompileError) else _program(r) for r in results]
     ok = [r for r in results if isinstance(r, Program)]
+    d_k = per_candidate_delta(delta, k)
     if not ok:
-        return [Verdict(False, 0, 0, 1.0, delta, error=r, dtype=dtype) for r in results]
+        return [Verdict(False, 0, 0, 1.0, d_k, error=r, dtype=dtype) for r in results]
     n_params = ok[0].n_params
     for r in ok:
         if r.n_params != n_params:
@@ -219,37 +223,33 @@ def verify_programs(results: Sequence, reference, pool, *, tests: int | None = N
     if exhaustive:
         x = exhaustive_inputs(n_params, dtype).to(dev)
     else:
-        x = pool.get(n_params, tests if tests is not None else tests_needed(DEFAULT_EPSILON,
-                                                                             per_candidate_delta(delta, k)),
-                     dtype, _domains(domain, names), seed)
-    batch = ProgramBatch.from_results(ok, device=dev)
-    sched = vm.schedule(batch)
-    got = vm.run(batch, x, dtype, sched=sched)
+        n = tests if tests is not None else tests_needed(DEFAULT_EPSILON, d_k)
+        x = pool.get(n_params, n, dtype, _domains(domain, names), seed)
+    batch = (batch if batch is not None else ProgramBatch.from_results(results)).to(dev)
+    got = vm.run(batch, x, dtype)
     want = ref(x)
     want = want.to(tdt) if want.dtype == torch.bool else want
     d_rtol, d_atol = default_tolerances(dtype)
     cmp = compare(got, want, rtol=d_rtol if rtol is None else rtol, atol=d_atol if atol is None else atol,
                   dtype=dtype)
     trivial = trivial_reference(want)
-    fails = cmp.failures.tolist()
-    firsts = cmp.first_failure.tolist()
-    abs_e, rel_e, ulp_e = cmp.max_abs_err.tolist(), cmp.max_rel_err.tolist(), cmp.max_ulp_err.tolist()
-    d_k = per_candidate_delta(delta, k)
+    first = cmp.first_failure.clamp(min=0)
+    # the few host reads: per-candidate scalars and each candidate's first failing input, all at once
+    fails, abs_e, rel_e, ulp_e = (t.tolist() for t in (cmp.failures, cmp.max_abs_err, cmp.max_rel_err,
+                                                        cmp.max_ulp_err))
+    cx_inputs = x[:, first].to(torch.float64).T.tolist()
+    cx_got = got.gather(1, first[:, None])[:, 0].to(torch.float64).tolist()
+    cx_want = want[first].to(torch.float64).tolist()
     n = x.shape[1]
-    verdicts, j = [], 0
-    for r in results:
+    verdicts = []
+    for j, r in enumerate(results):
         if isinstance(r, CompileError):
             verdicts.append(Verdict(False, 0, 0, 1.0, d_k, error=r, dtype=dtype))
             continue
         f = int(fails[j])
         passed = f == 0 and trivial is None
-        cx = None
-        if f:
-            i = int(firsts[j])
-            cx = Counterexample(dict(zip(names, x[:, i].to(torch.float64).tolist())),
-                                float(got[j, i].to(torch.float64)), float(want[i].to(torch.float64)))
+        cx = Counterexample(dict(zip(names, cx_inputs[j])), cx_got[j], cx_want[j]) if f else None
         eps = 0.0 if (passed and exhaustive) else epsilon_bound(n, d_k) if passed else 1.0
         verdicts.append(Verdict(passed, n, f, eps, d_k, cx, float(abs_e[j]), float(rel_e[j]), float(ulp_e[j]),
                                 exhaustive=exhaustive and passed, trivial=trivial, dtype=dtype))
-        j += 1
     return verdicts

@@ -121,19 +121,27 @@ def compile_chunk(sources: list[str], device, timings: dict | None = None) -> Ch
 
 
 def _fix_slow_numbers(results, chunk: Chunk, sel):
-    """Host fix-up of the rare literals whose exact value the device left to the host."""
+    """Host fix-up of the rare literals whose exact value the device left to the host: in the host
+    Programs and in the chunk's device batch."""
     imm_tok = chunk.imm_token.cpu().numpy()
     rows, cols = np.nonzero(imm_tok >= 0)
     if len(rows) == 0:
         return
     starts, ends = chunk.token_start.cpu().numpy(), chunk.token_end.cpu().numpy()
     data = chunk.data.cpu().numpy()
+    fixed = []
     for r, c in zip(rows.tolist(), cols.tolist()):
         prog = results[sel[r]]
         if hasattr(prog, "imms") and c < len(prog.imms):
             tok = imm_tok[r, c]
             text = data[r, starts[r, tok]:ends[r, tok]].astype(np.uint8).tobytes().decode()
             prog.imms[c] = number_value(text)
+            fixed.append((r, c, prog.imms[c]))
+    if fixed:
+        r, c, v = zip(*fixed)
+        dev = chunk.batch.imm.device
+        chunk.batch.imm[torch.tensor(r, device=dev), torch.tensor(c, device=dev)] = torch.tensor(
+            v, dtype=torch.float64, device=dev)
 
 
 def compile_to_batches(sources: list[str], device=None, timings: dict | None = None):
@@ -177,7 +185,31 @@ def compile_batch(sources: Sequence[str], device=None, timings: dict | None = No
     for i, r in enumerate(results):
         if isinstance(r, Program):
             _name_program(r, sources[i])
-    return BatchResult(results, "traditional", timings=dict(timings or {}))
+    batch = _assemble(batches, sizes, device) if sources else None
+    if batch is not None:
+        batch.messages = [r.message if isinstance(r, CompileError) else None for r in results]
+    return BatchResult(results, "traditional", batch=batch, timings=dict(timings or {}))
+
+
+def _assemble(batches, sizes, device) -> ProgramBatch:
+    """One ProgramBatch on the device, rows in the caller's order (sources over the size limit are
+    `too-large` rows)."""
+    device = torch.device(device or "cpu")
+    B = len(sizes)
+    N = max([c.batch.ops.shape[1] for _, c in batches] + [1])
+    ops = torch.full((B, N), -1, dtype=torch.int32, device=device)
+    args = torch.full((B, N, 3), -1, dtype=torch.int32, device=device)
+    imm = torch.zeros((B, N), dtype=torch.float64, device=device)
+    lengths = torch.zeros(B, dtype=torch.int32, device=device)
+    n_params = torch.zeros(B, dtype=torch.int32, device=device)
+    error = torch.tensor([[KIND_CODES["too-large"], 1, 1]], dtype=torch.int32, device=device).repeat(B, 1)
+    for sel, chunk in batches:
+        rows = torch.as_tensor(sel, device=device)
+        b = chunk.batch
+        w = b.ops.shape[1]
+        ops[rows, :w], args[rows, :w], imm[rows, :w] = b.ops, b.args, b.imm
+        lengths[rows], n_params[rows], error[rows] = b.lengths, b.n_params, b.error
+    return ProgramBatch(ops, args, imm, lengths, n_params, error)
 
 
 def _name_program(program, source: str) -> None:
