@@ -67,6 +67,17 @@ def first_true(mask: torch.Tensor) -> torch.Tensor:
     return torch.where(mask.any(1), mask.long().argmax(1), -1)
 
 
+def lookup(keys: torch.Tensor, table_keys: list[int], values: list[int] | None = None) -> torch.Tensor:
+    """For each key, values[i] where table_keys[i] == key, else -1 (values default to the index i).
+
+    A binary search in the sorted table: O(log K) per key, no [.., K] intermediate."""
+    order = sorted(range(len(table_keys)), key=lambda i: table_keys[i])
+    sorted_keys = torch.tensor([table_keys[i] for i in order], dtype=keys.dtype, device=keys.device)
+    vals = torch.tensor([(values[i] if values is not None else i) for i in order], device=keys.device)
+    pos = torch.searchsorted(sorted_keys, keys.contiguous()).clamp(max=len(table_keys) - 1)
+    return torch.where(sorted_keys[pos] == keys, vals[pos], -1)
+
+
 def gather(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     """x[b, idx[b, ...]] with idx clamped into range (callers mask invalid indices)."""
     if idx.dim() == 1:

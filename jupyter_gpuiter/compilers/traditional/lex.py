@@ -14,11 +14,9 @@ import torch
 
 from ...lang import spec
 from . import dfa
-from .common import BIG, gather, last_true, next_true
+from .common import BIG, gather, last_true, lookup, next_true
 
 _TABLES: dict = {}
-_M = 2147483647  # hash modulus (2^31 - 1); two independent polynomial hashes
-_P1, _P2 = 131, 257
 
 
 def _tables(device):
@@ -52,7 +50,7 @@ class Tokens:
     col: torch.Tensor
     line_start: torch.Tensor  # byte offset where the token's physical line starts
     key: torch.Tensor  # first 8 bytes packed (names of <= 8 bytes), else -1
-    hash: torch.Tensor  # 62-bit hash of the token text (names)
+    hash: torch.Tensor  # 64-bit hash of the token text (names)
     value: torch.Tensor  # float64 value of number tokens
     slow_number: torch.Tensor  # numbers whose exact value the host computes at the end
     prefix_bad: torch.Tensor  # strings with an f/b prefix
@@ -213,40 +211,50 @@ def pack_key(word: str) -> int:
     return k
 
 
-_KEYWORD_KEYS: dict = {}
+_KEYWORDS = list(spec.KEYWORDS) + list(spec.BAD_KEYWORDS)
+_KEYWORD_KINDS = [spec.TOK[w] for w in spec.KEYWORDS] + [spec.TOK["bad-keyword"]] * len(spec.BAD_KEYWORDS)
 
 
 def keyword_kinds(key: torch.Tensor) -> torch.Tensor:
     """Token kind for names that are keywords (0 for plain names)."""
-    dev = key.device
-    if dev not in _KEYWORD_KEYS:
-        words = list(spec.KEYWORDS) + list(spec.BAD_KEYWORDS)
-        kinds = [spec.TOK[w] for w in spec.KEYWORDS] + [spec.TOK["bad-keyword"]] * len(spec.BAD_KEYWORDS)
-        _KEYWORD_KEYS[dev] = (torch.tensor([pack_key(w) for w in words], device=dev),
-                              torch.tensor(kinds, device=dev))
-    keys, kinds = _KEYWORD_KEYS[dev]
-    match = key[..., None] == keys
-    return torch.where(match.any(-1), kinds[match.long().argmax(-1)], torch.zeros_like(key))
+    kinds = lookup(key, [pack_key(w) for w in _KEYWORDS], _KEYWORD_KINDS)
+    return kinds.clamp(min=0)
 
 
-def _powers(p: int, n: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-    fw, inv = [1] * n, [1] * n
-    pinv = pow(p, -1, _M)
-    for i in range(1, n):
-        fw[i] = fw[i - 1] * p % _M
-        inv[i] = inv[i - 1] * pinv % _M
-    return torch.tensor(fw, device=device), torch.tensor(inv, device=device)
+_P = 0x100000001B3  # odd, so invertible modulo 2^64 (FNV's prime)
+_MIX = 0x9E3779B97F4A7C15 - (1 << 64)  # the golden-ratio multiplier, as a signed int64
+_POWERS: dict = {}
+
+
+def _signed(v: int) -> int:
+    v &= (1 << 64) - 1
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def _powers(n: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """P^j and P^-j modulo 2^64 (as wrapping int64) for j < n, cached per device and grown on demand."""
+    have = _POWERS.get(device)
+    if have is None or have[0].shape[0] < n:
+        size = max(n, 2 * (have[0].shape[0] if have is not None else 1024))
+        inv = pow(_P, -1, 1 << 64)
+        fw, bw, a, b = [], [], 1, 1
+        for _ in range(size):
+            fw.append(_signed(a))
+            bw.append(_signed(b))
+            a, b = a * _P % (1 << 64), b * inv % (1 << 64)
+        _POWERS[device] = have = (torch.tensor(fw, device=device), torch.tensor(bw, device=device))
+    return have[0][:n], have[1][:n]
 
 
 def span_hash(b, start, end):
+    """A 64-bit polynomial hash of each span [start, end) of bytes: sums of b[j] * P^j modulo 2^64
+    (int64 arithmetic wraps), differences of prefix sums, shifted back by P^-start."""
     L = b.shape[1]
-    out = []
-    for p in (_P1, _P2):
-        fw, inv = _powers(p, L + 1, b.device)
-        pre = torch.cat([torch.zeros_like(b[:, :1]), (b * fw[:L] % _M).cumsum(1) % _M], 1)
-        h = (gather(pre, end) - gather(pre, start)) % _M
-        out.append(h * inv[start.clamp(0, L)] % _M)
-    return (out[0] << 31) | out[1]
+    fw, bw = _powers(L + 1, b.device)
+    pre = torch.cat([torch.zeros_like(b[:, :1]), (b * fw[:L]).cumsum(1)], 1)
+    h = (gather(pre, end) - gather(pre, start)) * bw[start.clamp(0, L)]
+    h = h * _MIX  # spread short names over all 64 bits (users of the hash may keep only the top bits)
+    return h ^ (h >> 29)
 
 
 _POW10 = [10.0 ** k for k in range(23)]

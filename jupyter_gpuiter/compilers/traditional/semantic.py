@@ -15,7 +15,7 @@ import torch
 
 from ...lang import spec
 from ...lang.errors import KIND_CODES
-from .common import BIG, NO_ERROR, error_key, gather, next_true, positions
+from .common import BIG, NO_ERROR, error_key, gather, lookup, next_true, positions
 from .lex import Tokens, pack_key
 from .parse import N_ATTR, N_BIN, N_CALL, N_NAME, N_TUPLE, Tree
 from .rules import Structure, isin
@@ -56,9 +56,8 @@ class Semantics:
 
 
 def _lookup(key: torch.Tensor, names: list[str]) -> torch.Tensor:
-    table = torch.tensor([pack_key(n) for n in names], device=key.device)
-    m = key[..., None] == table
-    return torch.where(m.any(-1), m.long().argmax(-1), -1)
+    """Index into `names` of each packed name key, or -1."""
+    return lookup(key, [pack_key(n) for n in names])
 
 
 def analyse(tk: Tokens, st: Structure, tr: Tree, max_rounds: int) -> Semantics:
