@@ -124,19 +124,20 @@ class GpuiterMagics(Magics):
         self.shell.user_ns[name] = kernel
         if args.no_verify:
             return
+        reference = self._reference(args, cell, kernel)
+        tests = args.tests if args.tests is not None else tests_needed(args.eps, args.delta)
+        bar = _progress_bar(65536 if args.exhaustive else tests)
         try:
-            reference = self._reference(args, cell, kernel)
-            tests = args.tests if args.tests is not None else tests_needed(args.eps, args.delta)
-            bar = _progress_bar(65536 if args.exhaustive else tests)
             verdict = sess.verify(kernel, reference, tests=tests, delta=args.delta, dtype=args.dtype,
                                   domain=args.domain, exhaustive=args.exhaustive, progress=bar)
-            if bar is not None:
-                bar.close()
         except KeyboardInterrupt:
             print(f"{name}: verification interrupted; the kernel is defined, the session is intact")
             return
         except ValueError as e:
             raise UsageError(str(e)) from None
+        finally:
+            if bar is not None:
+                bar.close()
         seconds = {"compile": t_compile, **verdict.timings}
         speedup = self._speedup(kernel, reference, args) if args.bench else None
         comm.send(comm.verdict_message(name, args.mode, verdict, seconds))
