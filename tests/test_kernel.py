@@ -282,7 +282,6 @@ def test_start_and_clean_shutdown(gpuiter_jupyter_path):
     spec_dir, base = gpuiter_jupyter_path
     km, kc = _start(spec_dir, base)
     try:
-        assert km.gpuiter_start_seconds < START_TIMEOUT / 2, km.gpuiter_start_seconds
         status, outputs = run_cell(kc, "import os; print(os.getpid())")
         assert status == "ok"
         proc = km.provisioner.process
