@@ -324,22 +324,22 @@ def _tails(a: float, b: float, x: float, y: float) -> tuple[float, float]:
     return 1.0 - upper, upper
 
 
-def betainc(a: float, b: float, x: float) -> float:
-    """Regularized incomplete beta I_x(a, b): the CDF of Beta(a, b) at x."""
+def _checked_tails(a: float, b: float, x: float) -> tuple[float, float]:
     a, b = _check_shape(a, b)
     x = _real("x", x)
     if not 0.0 <= x <= 1.0:
         raise ValueError(f"x must be in [0, 1], got {x!r}")
-    return _tails(a, b, x, 1.0 - x)[0]
+    return _tails(a, b, x, 1.0 - x)
+
+
+def betainc(a: float, b: float, x: float) -> float:
+    """Regularized incomplete beta I_x(a, b): the CDF of Beta(a, b) at x."""
+    return _checked_tails(a, b, x)[0]
 
 
 def betaincc(a: float, b: float, x: float) -> float:
     """1 - I_x(a, b), computed directly (accurate where it is tiny): P(X > x) for X ~ Beta(a, b)."""
-    a, b = _check_shape(a, b)
-    x = _real("x", x)
-    if not 0.0 <= x <= 1.0:
-        raise ValueError(f"x must be in [0, 1], got {x!r}")
-    return _tails(a, b, x, 1.0 - x)[1]
+    return _checked_tails(a, b, x)[1]
 
 
 def _log_pdf(a: float, b: float, x: float, y: float) -> float:
