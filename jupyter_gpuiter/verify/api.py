@@ -22,7 +22,7 @@ from ..runtime.kernel import DTYPES, Kernel
 from ..runtime.render import TORCH_DTYPES, torch_function
 from .compare import compare, default_tolerances, trivial_reference
 from .confidence import epsilon_bound, per_candidate_delta, tests_needed
-from .pools import Domain, exhaustive_inputs, parse_domain
+from .pools import Domain, as_domain, exhaustive_inputs, parse_domains
 from .shrink import shrink
 from .verdict import Counterexample, Verdict
 
@@ -39,25 +39,16 @@ def _program(candidate) -> Program:
 
 
 def _domains(domain, names: list[str]) -> list[Domain | None]:
+    """Per parameter a Domain or None, from {name: (low, high) | "low:high[:log]" | Domain} or a list of
+    "name=low:high[:log]" strings."""
     if domain is None:
         return [None] * len(names)
-    if isinstance(domain, (list, tuple)):
-        domain = dict(parse_domain(d) if isinstance(d, str) else d for d in domain)
-    out: dict[str, Domain] = {}
-    for name, d in domain.items():
-        if name not in names:
-            raise ValueError(f"domain names parameter {name!r}, but the kernel's parameters are {', '.join(names)}")
-        if isinstance(d, Domain):
-            out[name] = d
-        elif isinstance(d, str):
-            out[name] = parse_domain(f"{name}={d}")[1]
-        else:
-            try:
-                lo, hi = d
-            except (TypeError, ValueError):
-                raise ValueError(f"domain of {name!r} must be (low, high), got {d!r}") from None
-            out[name] = parse_domain(f"{name}={float(lo)!r}:{float(hi)!r}")[1]
-    return [out.get(n) for n in names]
+    if isinstance(domain, (list, tuple, str)):
+        domain = parse_domains(domain)
+    unknown = [n for n in domain if n not in names]
+    if unknown:
+        raise ValueError(f"domain names parameter {unknown[0]!r}, but the kernel's parameters are {', '.join(names)}")
+    return [as_domain(domain.get(n)) for n in names]
 
 
 def _reference_fn(reference, n_params: int, dtype: str) -> Callable[[torch.Tensor], torch.Tensor]:
