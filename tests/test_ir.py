@@ -37,3 +37,10 @@ def test_types_follow_python():
     assert p.returns_bool()
     p = compile_source("def f(a, b):\n    return (a > b) and b\n")
     assert not p.returns_bool()
+
+
+def test_every_mode_returns_its_device_batch_in_order():
+    sources = SOURCES + ["x" * 9000]
+    for mode in ("serial", "traditional"):
+        res = compile_batch(sources, mode=mode)
+        assert [canonical(r) for r in res.batch.to_results()] == res.canonical(), mode

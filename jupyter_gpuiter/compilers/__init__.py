@@ -11,9 +11,12 @@ from .result import BatchResult
 
 
 def _serial(sources: Sequence[str], device=None) -> BatchResult:
+    from ..ir import ProgramBatch
+    from ..runtime.device import resolve
     from .serial import compile_sources
 
-    return BatchResult(compile_sources(sources), "serial")
+    results = compile_sources(sources)
+    return BatchResult(results, "serial", batch=ProgramBatch.from_results(results, device=resolve(device)))
 
 
 def _traditional(sources: Sequence[str], device=None) -> BatchResult:
