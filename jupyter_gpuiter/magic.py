@@ -124,7 +124,7 @@ class GpuiterMagics(Magics):
         self.shell.user_ns[name] = kernel
         if args.no_verify:
             return
-        reference = self._reference(args, cell, kernel)
+        reference = self._reference(args, cell)
         tests = args.tests if args.tests is not None else tests_needed(args.eps, args.delta)
         bar = _progress_bar(65536 if args.exhaustive else tests)
         try:
@@ -139,7 +139,7 @@ class GpuiterMagics(Magics):
             if bar is not None:
                 bar.close()
         seconds = {"compile": t_compile, **verdict.timings}
-        speedup = self._speedup(kernel, reference, args) if args.bench else None
+        speedup = self._speedup(kernel, reference) if args.bench else None
         comm.send(comm.verdict_message(name, args.mode, verdict, seconds))
         comm.send(comm.status_message(sess))
         if args.quiet:
@@ -147,7 +147,7 @@ class GpuiterMagics(Magics):
         self._show(name, verdict, seconds, speedup)
         return
 
-    def _reference(self, args, cell: str, kernel: Kernel):
+    def _reference(self, args, cell: str):
         ref = args.ref or ("python" if args.dtype == "float64" else "float64")
         if ref == "python":
             return numpy_reference(cell)
@@ -161,7 +161,7 @@ class GpuiterMagics(Magics):
             raise UsageError(f"--ref {ref}: {type(value).__name__} is not a Kernel or a callable")
         return value
 
-    def _speedup(self, kernel: Kernel, reference, args) -> float | None:
+    def _speedup(self, kernel: Kernel, reference) -> float | None:
         import numpy as np
 
         x = [np.linspace(-3, 3, 1 << 20, dtype=np.float32) for _ in kernel.params]

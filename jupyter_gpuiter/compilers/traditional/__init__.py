@@ -4,8 +4,8 @@
             --parse--> trees --semantic--> bindings, errors --codegen--> ProgramBatch [B, N]
 
 The same code runs on CPU and CUDA tensors. Inside a chunk there is no Python loop over programs;
-the parser reads one flag every few rounds to stop at its fixpoint, and the results cross to the host
-once, at the end. Batches are sorted by length and split into chunks that fit a memory budget.
+one scalar read after lexing sizes the token arrays, and the results cross to the host once, at the
+end. Batches are sorted by length and split into chunks that fit a memory budget.
 """
 
 from __future__ import annotations
@@ -107,10 +107,10 @@ def compile_chunk(sources: list[str], device, timings: dict | None = None) -> Ch
     t0 = tick("rules", t0)
     tr = parse(tk, st, b_error == NO_ERROR)
     t0 = tick("parse", t0)
-    sm = analyse(tk, st, tr, tr.rounds)
+    sm = analyse(tk, st, tr)
     error = torch.where(b_error != NO_ERROR, b_error, sm.error)
     t0 = tick("semantic", t0)
-    ops, args, imm, imm_tok, n_inst = codegen(tk, tr, sm, tr.rounds)
+    ops, args, imm, imm_tok, n_inst = codegen(tk, tr, sm)
     err, msg = decode_keys(error)
     ok = error == NO_ERROR
     err = torch.where(ok[:, None], 0, err)

@@ -32,7 +32,7 @@ def _op_table(dev):
     return t
 
 
-def codegen(tk: Tokens, tr: Tree, sm: Semantics, max_rounds: int):
+def codegen(tk: Tokens, tr: Tree, sm: Semantics):
     """(ops [B, N], args [B, N, 3], imm [B, N], imm_token [B, N], lengths [B]); N = T + 34."""
     kind = tk.kind
     dev = kind.device
@@ -63,8 +63,8 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics, max_rounds: int):
     n_inst = torch.where(aug_here, 1, n_inst)
     end = torch.where(aug_here, gather(tr.node_end, gather(tr.stmt_value, tr.stmt_first.clamp(min=0)).clamp(min=0)),
                       tr.node_end)
-    made = torch.where(aug_here, max_rounds + 1, tr.made)
-    key = torch.where(n_inst > 0, end * (max_rounds + 2) + made, 1 << 40)
+    depth = torch.where(aug_here, 0, tr.depth)  # the aug instruction comes after its whole statement
+    key = torch.where(n_inst > 0, end * (T + 2) + (T + 1 - depth), 1 << 40)
     order = key.argsort(1)
     counts = n_inst.gather(1, order)
     base_sorted = counts.cumsum(1) - counts

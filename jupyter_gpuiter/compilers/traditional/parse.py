@@ -63,7 +63,7 @@ class Tree:
     callee: torch.Tensor  # [B, T] call nodes: the function's token
     node_start: torch.Tensor  # [B, T] first token of the node (errors are reported there)
     node_end: torch.Tensor  # [B, T] last token of the node
-    made: torch.Tensor  # [B, T] rounds - depth: children have smaller values than their parents
+    depth: torch.Tensor  # [B, T] nodes above and including the node (statement roots: 1)
     chained: torch.Tensor  # [B, T] comparison whose left operand is an unparenthesised comparison
     stmt_value: torch.Tensor  # [B, T] at a statement's first token: its value node (-1)
     stmt_targets: torch.Tensor  # [B, T] value node of each token (through parentheses)
@@ -73,7 +73,6 @@ class Tree:
     n_targets: torch.Tensor  # [B, T] at the first token
     stmt_first: torch.Tensor  # [B, T] first token of each body token's statement
     body: torch.Tensor  # [B, T] tokens of body statements
-    rounds: int  # an upper bound of depth (made = rounds - depth)
     syntax: torch.Tensor  # [B] first bad token (BIG = none)
 
 
@@ -237,8 +236,6 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
         a = anc.clamp(min=0)
         depth = depth + torch.where(anc >= 0, gather(depth, a), 0)
         anc = torch.where(anc >= 0, gather(anc, a), -1)
-    rounds = T + 2
-    made = rounds - depth
     node_start = L + 1
     node_end = (R - 1).clamp(max=T - 1)
 
@@ -308,5 +305,5 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     target_of = torch.where(tgt, stmt_first, -1)
     n_targets = per_stmt(tgt)
     return Tree(ntype, child, parent[:, :T], arg_rank[:, :T], n_args[:, :T], attr, name_tok, callee, node_start,
-                node_end, made, chained, stmt_value[:, :T], vn, target_of, stmt_kind, stmt_aug[:, :T], n_targets,
-                stmt_first, body, rounds, syntax)
+                node_end, depth, chained, stmt_value[:, :T], vn, target_of, stmt_kind, stmt_aug[:, :T], n_targets,
+                stmt_first, body, syntax)

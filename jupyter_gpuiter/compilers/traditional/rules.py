@@ -71,7 +71,6 @@ class Structure:
     header_colon: torch.Tensor  # [B]
     one_line: torch.Tensor  # [B]
     docstring: torch.Tensor  # [B, T] tokens of the docstring line
-    line_start_tok: torch.Tensor  # [B, T] first token of a logical line
     error: torch.Tensor  # [B] first error key, NO_ERROR if none
 
 
@@ -189,4 +188,4 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
 
     error = errors.min(1).values
     return Structure(valid, line_id, depth, enclosing, is_call, header_open, header_close, header_colon, one_line,
-                     docstring, line_start_tok, error)
+                     docstring, error)

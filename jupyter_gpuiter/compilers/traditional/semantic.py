@@ -60,7 +60,7 @@ def _lookup(key: torch.Tensor, names: list[str]) -> torch.Tensor:
     return lookup(key, [pack_key(n) for n in names])
 
 
-def analyse(tk: Tokens, st: Structure, tr: Tree, max_rounds: int) -> Semantics:
+def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     kind = tk.kind
     dev = kind.device
     B, T = kind.shape
@@ -76,7 +76,7 @@ def analyse(tk: Tokens, st: Structure, tr: Tree, max_rounds: int) -> Semantics:
     def at(p):  # line and col of token positions p
         return gather(tk.line, p), gather(tk.col, p)
 
-    expr_prio = 3 + max_rounds - tr.made
+    expr_prio = 3 + tr.depth  # below statement errors (0..2); outer expressions first, as in the serial walk
 
     # the header: def NAME ( [NAME {, NAME} [,]] ) : with the body on the next lines or after the colon
     ho, hc, colon = st.header_open, st.header_close, st.header_colon
@@ -174,7 +174,7 @@ def analyse(tk: Tokens, st: Structure, tr: Tree, max_rounds: int) -> Semantics:
     const_name = torch.where(loose & (const_idx >= 0), const_idx, -1)
     fail(loose & (const_idx < 0) & (builtin_idx >= 0), "this is a function: call it", ns_line, ns_col, p_expr)
     fail(loose & (const_idx < 0) & (builtin_idx < 0), "name is not defined", ns_line, ns_col, p_expr)
-    fail(aug_target & ~bound, "name is not defined", line, col, 3 + max_rounds)
+    fail(aug_target & ~bound, "name is not defined", line, col, 3 + 1)  # an aug target: depth 1
     # calls
     callee_bound = plain_call & gather(bound, tr.callee.clamp(min=0))
     fail(callee_bound, "this is a variable here, not a function", ns_line, ns_col, p_expr)
