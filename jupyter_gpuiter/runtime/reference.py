@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from ..ir import Program
+from ..lang.spec import IR_OP_BY_NAME
 
 _erf = np.frompyfunc(math.erf, 1, 1)
 
@@ -74,12 +75,7 @@ def evaluate(program: Program, inputs: list, dtype="float32") -> np.ndarray:
                 out = regs[a]
                 return out.astype(bool) if program.returns_bool() else out.astype(dt)
             else:
-                operands = [regs[i] for i in (a, b, c)[: _arity(op)]]
+                operands = [regs[i] for i in (a, b, c)[: IR_OP_BY_NAME[op].nargs]]
                 regs.append(np.asarray(NUMPY_OPS[op](*operands)).astype(dt))
     raise ValueError("program has no ret")
 
-
-def _arity(op: str) -> int:
-    from ..lang.spec import IR_OP_BY_NAME
-
-    return IR_OP_BY_NAME[op].nargs
