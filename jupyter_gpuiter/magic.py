@@ -85,7 +85,9 @@ class GpuiterMagics(Magics):
     @argument("--eps", type=float, default=1e-3, help="Failure-rate bound to certify when --tests is not given.")
     @argument("--dtype", default="float32", help=f"Kernel dtype: {', '.join(DTYPES)}.")
     @argument("--domain", nargs="+", default=None, help="Input domains, e.g. x=-5:5 y=1e-3:1e3:log.")
-    @argument("--candidates", type=int, default=1, help="Neural candidates k (with --mode neural/hybrid).")
+    @argument("--candidates", type=int, default=None, help="Neural candidates k tried per program (--mode hybrid; "
+              "default 4).")
+    @argument("--model", default=None, help="A local neural checkpoint for --mode neural/hybrid (default: shipped).")
     @argument("--exhaustive", action="store_true", help="Check all 65,536 float16/bfloat16 inputs: a proof.")
     @argument("--bench", action="store_true", help="Also time the kernel against the reference.")
     @argument("--quiet", action="store_true", help="Define the kernel and verify, without the panel.")
@@ -107,14 +109,15 @@ class GpuiterMagics(Magics):
             raise UsageError("--tests must be at least 1")
         if not 0 < args.delta < 1 or not 0 < args.eps < 1:
             raise UsageError("--delta and --eps must be between 0 and 1")
-        if args.candidates != 1:
-            raise UsageError("--candidates needs --mode neural or hybrid, which are not available yet")
+        options = self._mode_options(args)
         sess = session()
         t0 = time.perf_counter()
         try:
-            kernel = sess.compile(cell, mode=args.mode, dtype=args.dtype)
+            kernel = sess.compile(cell, mode=args.mode, dtype=args.dtype, **options)
         except CompileError as e:
             e.source = cell
+            comm.send(comm.error_message(args.name or comm.function_name(cell), args.mode, e,
+                                         {"compile": time.perf_counter() - t0}))
             self._show_error(e, args.quiet)
             return
         t_compile = time.perf_counter() - t0
@@ -147,12 +150,28 @@ class GpuiterMagics(Magics):
         self._show(name, verdict, seconds, speedup)
         return
 
+    @staticmethod
+    def _mode_options(args) -> dict:
+        options = {}
+        if args.candidates is not None:
+            if args.mode != "hybrid":
+                raise UsageError("--candidates needs --mode hybrid (neural alone returns its greedy candidate)")
+            if args.candidates < 1:
+                raise UsageError("--candidates must be at least 1")
+            options["k"] = args.candidates
+        if args.model is not None:
+            if args.mode not in ("neural", "hybrid"):
+                raise UsageError("--model needs --mode neural or hybrid")
+            options["model_path"] = args.model
+        return options
+
     def _reference(self, args, cell: str):
         ref = args.ref or ("python" if args.dtype == "float64" else "float64")
         if ref == "python":
             return numpy_reference(cell)
-        if ref == "float64":
-            return session().compile(cell, mode=args.mode, dtype="float64")
+        if ref == "float64":  # a model-written program is checked against a compiler's, never its own kind
+            trusted = args.mode if args.mode in ("serial", "traditional") else "traditional"
+            return session().compile(cell, mode=trusted, dtype="float64")
         if ref not in self.shell.user_ns:
             raise UsageError(f"--ref {ref}: no such name in the namespace (use a Kernel, a NumPy callable, "
                              "'python' or 'float64')")

@@ -56,29 +56,35 @@ class Session:
         self.pool = InputPool(self.device)
         self._kernels.clear()
 
-    def compile(self, source: str, mode: str = "traditional", dtype: str = "float32", device=None) -> Kernel:
-        """Compile (or fetch from the cache) one kernel; raises CompileError."""
+    def compile(self, source: str, mode: str = "traditional", dtype: str = "float32", device=None,
+                **options) -> Kernel:
+        """Compile (or fetch from the cache) one kernel; raises CompileError. `options` go to the mode
+        (e.g. hybrid's `k`, `tests`, `strict`)."""
         if not isinstance(source, str):
             raise TypeError(f"source must be str, got {type(source).__name__}")
         dev = self.device if device is None else resolve(device)
-        key = (hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest(), mode, dtype, str(dev))
+        key = (hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest(), mode, dtype, str(dev),
+               tuple(sorted(options.items())))
         t0 = time.perf_counter()
         kernel = self._kernels.get(key)
+        extra = {"mode": mode, "dtype": dtype}
         if kernel is not None:
             self._kernels.move_to_end(key)
             self.history.append(Iteration("compile", kernel.name, {"compile": time.perf_counter() - t0}, True,
-                                          extra={"mode": mode, "dtype": dtype}))
+                                          extra=extra))
             return kernel
-        result = compilers.compile_batch([source], mode=mode, device=dev)[0]
+        batch = compilers.compile_batch([source], mode=mode, device=dev, **options)
+        result = batch[0]
         if isinstance(result, CompileError):
             result.source = source
             raise result
+        if batch.paths is not None:
+            extra["path"] = batch.paths[0]
         kernel = Kernel(result, source, mode, dtype)
         self._kernels[key] = kernel
         if len(self._kernels) > self._cache_size:
             self._kernels.popitem(last=False)
-        self.history.append(Iteration("compile", kernel.name, {"compile": time.perf_counter() - t0},
-                                      extra={"mode": mode, "dtype": dtype}))
+        self.history.append(Iteration("compile", kernel.name, {"compile": time.perf_counter() - t0}, extra=extra))
         return kernel
 
     def _as_compiled(self, x, mode: str, dtype: str):
@@ -131,20 +137,22 @@ def session() -> Session:
     return _current
 
 
-def compile(source: str, mode: str = "traditional", device=None, dtype: str = "float32") -> Kernel:
-    """Compile one kernel-language function to a callable Kernel, or raise CompileError."""
+def compile(source: str, mode: str = "traditional", device=None, dtype: str = "float32", **options) -> Kernel:
+    """Compile one kernel-language function to a callable Kernel, or raise CompileError. `options` go to
+    the mode (see `compilers.compile_batch`)."""
     if not isinstance(source, str):
         raise TypeError(f"source must be str, got {type(source).__name__}")
-    result = compile_batch([source], mode=mode, device=device)[0]
+    result = compile_batch([source], mode=mode, device=device, **options)[0]
     if isinstance(result, CompileError):
         result.source = source
         raise result
     return Kernel(result, source, mode, dtype)
 
 
-def compile_batch(sources: Sequence[str], mode: str = "traditional", device=None) -> BatchResult:
-    """Compile many sources in one call; per program a Program or a CompileError."""
-    return compilers.compile_batch(sources, mode=mode, device=device)
+def compile_batch(sources: Sequence[str], mode: str = "traditional", device=None, **options) -> BatchResult:
+    """Compile many sources in one call; per program a Program or a CompileError. `options` go to the mode
+    (hybrid: `k`, `tests`, `strict`, …; neural and hybrid: `model_path`)."""
+    return compilers.compile_batch(sources, mode=mode, device=device, **options)
 
 
 def verify(candidate, reference, *, tests: int | None = None, delta: float = 1e-3, dtype: str = "float32",

@@ -26,11 +26,36 @@ def _traditional(sources: Sequence[str], device=None) -> BatchResult:
     return traditional_batch(sources, device=resolve(device))
 
 
-MODES: dict[str, Callable[..., BatchResult]] = {"serial": _serial, "traditional": _traditional}
+def _neural(sources: Sequence[str], device=None, **options) -> BatchResult:
+    from ..runtime.device import resolve
+    from .neural import compile_batch as neural_batch
+    from .neural import load_model
+
+    device = resolve(device)
+    model = load_model(options.pop("model_path", None), device)
+    return neural_batch(sources, device=device, model=model, **options)
 
 
-def compile_batch(sources: Sequence[str], mode: str = "serial", device=None) -> BatchResult:
-    """Compile many sources at once with the named compiler."""
+def _hybrid(sources: Sequence[str], device=None, **options) -> BatchResult:
+    from ..runtime.device import resolve
+    from .hybrid import compile_batch as hybrid_batch
+    from .neural import load_model
+
+    device = resolve(device)
+    model = load_model(options.pop("model_path", None), device)
+    return hybrid_batch(sources, device=device, model=model, **options)
+
+
+MODES: dict[str, Callable[..., BatchResult]] = {"serial": _serial, "traditional": _traditional, "neural": _neural,
+                                                "hybrid": _hybrid}
+#: Options each mode takes besides the sources and the device.
+MODE_OPTIONS = {"serial": set(), "traditional": set(), "neural": {"model_path"},
+                "hybrid": {"model_path", "k", "tests", "strict", "temperature", "seed", "dtype"}}
+
+
+def compile_batch(sources: Sequence[str], mode: str = "serial", device=None, **options) -> BatchResult:
+    """Compile many sources at once with the named compiler. `options` go to the mode: neural takes
+    `model_path`; hybrid takes `model_path`, `k`, `tests`, `strict`, `temperature`, `seed`, `dtype`."""
     if isinstance(sources, str):
         raise TypeError("compile_batch takes a list of sources; use compile() for one")
     if mode not in MODES:
@@ -38,7 +63,11 @@ def compile_batch(sources: Sequence[str], mode: str = "serial", device=None) -> 
     for s in sources:
         if not isinstance(s, str):
             raise TypeError(f"sources must be str, got {type(s).__name__}")
-    return MODES[mode](list(sources), device)
+    unknown = set(options) - MODE_OPTIONS[mode]
+    if unknown:
+        raise TypeError(f"mode {mode!r} takes no option {min(unknown)!r}; it takes: "
+                        f"{', '.join(sorted(MODE_OPTIONS[mode])) or 'none'}")
+    return MODES[mode](list(sources), device, **options)
 
 
-__all__ = ["MODES", "BatchResult", "compile_batch"]
+__all__ = ["MODES", "MODE_OPTIONS", "BatchResult", "compile_batch"]

@@ -16,6 +16,8 @@ class BatchResult:
     mode: str
     batch: ProgramBatch | None = None
     timings: dict[str, float] = field(default_factory=dict)  # seconds per pass, where measured
+    paths: list[str] | None = None  # hybrid: per program "neural", "traditional" or "error"
+    stats: dict = field(default_factory=dict)  # compiler-specific counts (hybrid: candidates, accepts)
 
     def __len__(self) -> int:
         return len(self.results)

@@ -11,6 +11,7 @@ ERROR_KINDS = {
     "type": "a function used as a value, or a variable or constant called",
     "unsupported": "valid Python outside the kernel language",
     "too-large": "the program exceeds a size limit",
+    "neural": "the neural compiler's output is not a program (mode='neural' only; hybrid falls back)",
 }
 KIND_CODES = {kind: i + 1 for i, kind in enumerate(ERROR_KINDS)}  # 0 = no error
 KIND_BY_CODE = {code: kind for kind, code in KIND_CODES.items()}

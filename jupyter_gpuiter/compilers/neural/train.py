@@ -1,0 +1,193 @@
+"""Training the neural compiler: data from the program generator and the serial compiler, resumable.
+
+`gpuiter train-neural` calls `train()`. Data: generated programs of at most `max_chars` characters
+(sizes drawn uniformly up to it), their abstracted tokens as input and the postfix of their serial IR as
+target. Every `eval_every` steps the model is scored on a fixed held-out set (another seed) and a
+checkpoint is written; `--resume` continues from the last one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from ...lang.errors import CompileError
+from ...lang.generate import generate
+from . import tokens as tk
+from .model import ModelConfig, Seq2Seq
+
+
+@dataclass
+class TrainConfig:
+    examples: int = 200_000
+    data_seed: int = 1
+    eval_seed: int = 2
+    eval_examples: int = 400
+    min_chars: int = 40
+    max_chars: int = 220
+    batch: int = 96
+    lr: float = 1e-3
+    warmup: int = 400
+    steps: int = 12_000
+    minutes: float = 120.0
+    eval_every: int = 1000
+    seed: int = 0
+    threads: int = 0  # 0: torch's default
+
+
+def make_example(source: str) -> tuple[tk.Encoded, list[int]] | None:
+    """(encoded input, target ids) for a valid source the model can take, else None."""
+    try:
+        enc = tk.encode(source)
+    except CompileError:
+        return None
+    target = [tk.INDEX[t] for t in tk.postfix(source, enc)] + [tk.EOS]
+    return (enc, target) if len(target) < tk.MAX_OUT else None
+
+
+def make_dataset(n: int, seed: int, min_chars: int, max_chars: int, progress=None) -> list[tuple]:
+    """`n` examples from one seeded stream of generated programs with sizes spread over the range."""
+    rng = random.Random(seed)
+    data = []
+    while len(data) < n:
+        src = generate(rng, max_chars=rng.randint(min_chars, max_chars))
+        ex = make_example(src)
+        if ex is not None:
+            data.append((src, *ex))
+            if progress is not None:
+                progress.update(1)
+    return data
+
+
+def collate(examples, device="cpu"):
+    """Padded tensors: src, depth, tgt_in, tgt_out, n_slots, n_params, n_literals."""
+    b = len(examples)
+    li = max(len(e.ids) for _, e, _ in examples)
+    lo = max(len(t) for _, _, t in examples)
+    src = torch.full((b, li), tk.PAD, dtype=torch.long)
+    depth = torch.zeros((b, li), dtype=torch.long)
+    tgt_in = torch.full((b, lo), tk.PAD, dtype=torch.long)
+    tgt_out = torch.full((b, lo), tk.PAD, dtype=torch.long)
+    for i, (_, e, t) in enumerate(examples):
+        src[i, : len(e.ids)] = torch.tensor(e.ids)
+        depth[i, : len(e.ids)] = torch.tensor(e.depth)
+        tgt_in[i, 0] = tk.BOS
+        tgt_in[i, 1: len(t)] = torch.tensor(t[:-1])
+        tgt_out[i, : len(t)] = torch.tensor(t)
+    meta = torch.tensor([[e.n_slots, e.n_params, len(e.literals)] for _, e, _ in examples], dtype=torch.long)
+    return [x.to(device) for x in (src, depth, tgt_in, tgt_out, meta[:, 0], meta[:, 1], meta[:, 2])]
+
+
+def exact_match(model: Seq2Seq, examples, batch: int = 128, device="cpu") -> float:
+    """Share of examples whose greedy decode is exactly the target."""
+    model.eval()
+    hits = 0
+    for i in range(0, len(examples), batch):
+        chunk = examples[i: i + batch]
+        src, depth, _, _, n_slots, n_params, n_lit = collate(chunk, device)
+        out = model.sample(src, depth, n_slots, n_params, n_lit, k=1)[:, 0]
+        for row, (_, _, t) in zip(out.tolist(), chunk):
+            hits += row[: len(t)] == t
+    return hits / max(len(examples), 1)
+
+
+def save_checkpoint(path: Path, model: Seq2Seq, opt, step: int, cfg: TrainConfig, history: list,
+                    minutes: float) -> None:
+    tmp = path.with_suffix(".tmp")
+    torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step, "minutes": minutes,
+                "model_config": model.config.to_dict(), "train_config": asdict(cfg), "history": history}, tmp)
+    tmp.replace(path)
+
+
+def export(checkpoint: str | Path, out: str | Path, notes: dict | None = None) -> Path:
+    """A shippable copy of a training checkpoint: float16 weights, configs and the recorded scores."""
+    ck = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    state = {k: v.half() if v.is_floating_point() else v for k, v in ck["model"].items()}
+    out = Path(out)
+    torch.save({"model": state, "model_config": ck["model_config"], "train_config": ck["train_config"],
+                "step": ck["step"], "history": ck["history"], "notes": notes or {}}, out)
+    return out
+
+
+def train(out_dir: str | Path, cfg: TrainConfig | None = None, model_config: ModelConfig | None = None,
+          resume: bool = False, device: str = "cpu", log=print) -> Path:
+    """Train (or resume) and return the path of the last checkpoint."""
+    from tqdm.auto import tqdm
+
+    cfg = cfg or TrainConfig()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    torch.manual_seed(cfg.seed)
+    ckpt = out / "last.pt"
+    state = torch.load(ckpt, map_location="cpu", weights_only=False) if resume and ckpt.exists() else None
+    if state is not None:
+        cfg = TrainConfig(**{**asdict(cfg), **{k: v for k, v in state["train_config"].items()
+                                                if k not in ("minutes", "steps", "threads", "eval_every")}})
+        model_config = ModelConfig(**state["model_config"])
+    model = Seq2Seq(model_config).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), weight_decay=0.01)
+    step, history = 0, []
+    if state is not None:
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        step, history = state["step"], state["history"]
+        log(f"resumed at step {step}")
+    (out / "config.json").write_text(json.dumps({"train": asdict(cfg), "model": model.config.to_dict()}, indent=2))
+    log(f"model: {sum(p.numel() for p in model.parameters()):,} parameters")
+    with tqdm(total=cfg.examples, desc="data", unit="prog", mininterval=5) as bar:
+        data = make_dataset(cfg.examples, cfg.data_seed, cfg.min_chars, cfg.max_chars, bar)
+    held_out = make_dataset(cfg.eval_examples, cfg.eval_seed, cfg.min_chars, 160)
+    # Batches of similar input length waste less padding.
+    data.sort(key=lambda e: len(e[1].ids))
+    batches = [data[i: i + cfg.batch] for i in range(0, len(data), cfg.batch)]
+    rng = random.Random(cfg.seed + step)
+
+    # The schedule follows whichever budget runs out first, steps or minutes, so a run on a busy machine
+    # still anneals its learning rate before it stops.
+    spent = state.get("minutes", 0.0) if state is not None else 0.0
+
+    def lr_at(s, minutes):
+        if s < cfg.warmup:
+            return cfg.lr * (s + 1) / cfg.warmup
+        progress = max((s - cfg.warmup) / max(1, cfg.steps - cfg.warmup), minutes / cfg.minutes)
+        return cfg.lr * (0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+
+    t0 = time.monotonic() - spent * 60
+    bar = tqdm(total=cfg.steps, initial=step, desc="train", unit="step", mininterval=10)
+    model.train()
+    losses = []
+    while step < cfg.steps and (time.monotonic() - t0) < cfg.minutes * 60:
+        chunk = rng.choice(batches)
+        src, depth, tgt_in, tgt_out, *_ = collate(chunk, device)
+        logits = model(src, depth, tgt_in)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1), ignore_index=tk.PAD)
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, (time.monotonic() - t0) / 60)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        losses.append(loss.item())
+        step += 1
+        bar.update(1)
+        if step % cfg.eval_every == 0 or step == cfg.steps:
+            acc = exact_match(model, held_out, device=device)
+            model.train()
+            entry = {"step": step, "loss": sum(losses) / len(losses), "exact_match_le160": acc,
+                     "minutes": (time.monotonic() - t0) / 60}
+            history.append(entry)
+            losses = []
+            log(json.dumps(entry))
+            save_checkpoint(ckpt, model, opt, step, cfg, history, entry["minutes"])
+    bar.close()
+    save_checkpoint(ckpt, model, opt, step, cfg, history, (time.monotonic() - t0) / 60)
+    return ckpt
