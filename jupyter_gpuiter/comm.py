@@ -1,20 +1,32 @@
 """The `jupyter_gpuiter` comm: Session status and each verdict, as JSON, for the JupyterLab extension.
 
 Messages are documented in docs/protocol.md. Sending never fails a cell: without a kernel (plain
-IPython, tests) or without a frontend listening, messages are dropped.
+IPython, tests) or without a frontend listening, messages are dropped. The verdicts sent in this
+kernel are kept (the last MAX_LOG), so that a frontend that attaches later (a reloaded page, a second
+tab) gets the history by sending `sync`.
 """
 
 from __future__ import annotations
 
 import math
+import re
+import time
+from collections import deque
 
 TARGET = "jupyter_gpuiter"
 PROTOCOL_VERSION = 1
+MAX_LOG = 1000
 _comm = None
+_log: deque[dict] = deque(maxlen=MAX_LOG)  # verdict messages sent in this kernel, oldest first
 
 
 def _finite(x):
     return x if isinstance(x, (int, float)) and math.isfinite(x) else None
+
+
+def _error(error) -> dict | None:
+    return None if error is None else {"kind": error.kind, "line": error.line, "col": error.col,
+                                       "message": error.message}
 
 
 def verdict_message(name: str, mode: str, verdict, seconds: dict[str, float]) -> dict:
@@ -25,10 +37,27 @@ def verdict_message(name: str, mode: str, verdict, seconds: dict[str, float]) ->
         "epsilon": _finite(verdict.epsilon), "delta": verdict.delta, "sentence": verdict.sentence,
         "counterexample": None if cx is None else {"inputs": {k: _finite(v) for k, v in cx.inputs.items()},
                                                    "got": _finite(cx.got), "expected": _finite(cx.expected)},
-        "error": None if verdict.error is None else {"kind": verdict.error.kind, "line": verdict.error.line,
-                                                     "col": verdict.error.col, "message": verdict.error.message},
+        "error": _error(verdict.error),
         "seconds": {k: float(v) for k, v in seconds.items()},
+        "at": time.time(),
     }
+
+
+def error_message(name: str, mode: str, error, seconds: dict[str, float]) -> dict:
+    """A `verdict` for a cell that did not compile: not passed, no tests, `error` set."""
+    return {
+        "type": "verdict", "version": PROTOCOL_VERSION, "name": name, "mode": mode, "passed": False,
+        "exhaustive": False, "tests": 0, "failures": 0, "epsilon": None, "delta": None,
+        "sentence": f"{error.kind} at line {error.line}, column {error.col}: {error.message}",
+        "counterexample": None, "error": _error(error), "seconds": {k: float(v) for k, v in seconds.items()},
+        "at": time.time(),
+    }
+
+
+def function_name(source: str) -> str:
+    """The name of the first `def` in a cell (for cells that do not compile), or "cell"."""
+    m = re.search(r"^\s*def\s+([A-Za-z_]\w*)", source, re.MULTILINE)
+    return m.group(1) if m else "cell"
 
 
 def status_message(session) -> dict:
@@ -39,6 +68,26 @@ def status_message(session) -> dict:
                                                "sentence": last.verdict.sentence}}
 
 
+def history_message() -> dict:
+    return {"type": "history", "version": PROTOCOL_VERSION, "verdicts": list(_log)}
+
+
+def _on_msg(msg) -> None:
+    """A frontend that attached to the open comm asks for what it missed."""
+    data = msg.get("content", {}).get("data") or {}
+    if data.get("type") == "sync" and _comm is not None:
+        from .resident import session
+
+        _comm.send(history_message())
+        _comm.send(status_message(session()))
+
+
+def _closed(comm) -> None:
+    global _comm
+    if _comm is comm:
+        _comm = None  # closed by a frontend (or none had the target): the next message opens a new one
+
+
 def send(message: dict) -> bool:
     """Send one message on the comm (opened on first use); False when no kernel can carry it."""
     global _comm
@@ -47,10 +96,14 @@ def send(message: dict) -> bool:
 
         if not Kernel.initialized():
             return False
+        if message.get("type") == "verdict":
+            _log.append(message)
         if _comm is None:
             from comm import create_comm
 
             _comm = create_comm(target_name=TARGET, data={"type": "hello", "version": PROTOCOL_VERSION})
+            _comm.on_msg(_on_msg)
+            _comm.on_close(lambda msg, c=_comm: _closed(c))
         _comm.send(message)
         return True
     except Exception:  # noqa: BLE001 - a frontend that cannot take messages must not break the cell
