@@ -20,3 +20,8 @@ def load_ipython_extension(ip) -> None:
     from .magic import load_ipython_extension as load
 
     load(ip)
+
+
+def _jupyter_labextension_paths():
+    """The JupyterLab extension built from labextension/ (what `jupyter-builder develop` links)."""
+    return [{"src": "labextension", "dest": "jupyter-gpuiter"}]
