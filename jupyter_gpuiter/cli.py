@@ -56,6 +56,10 @@ def _bench(args) -> int:
             from .bench.verify import run
 
             run(device=args.device, repeats=max(args.repeats, 3), json_path=out)
+        elif suite == "neural":
+            from .bench.neural import run
+
+            run(n=args.held_out, samples=args.samples, seed=args.seed, device=args.device, json_path=out)
         elif suite == "peers":
             from .bench.peers import run
 
@@ -65,6 +69,18 @@ def _bench(args) -> int:
             except ValueError as e:
                 print(f"gpuiter bench peers: {e}", file=sys.stderr)
                 return 2
+    return 0
+
+
+def _train_neural(args) -> int:
+    from .compilers.neural.train import TrainConfig, export, train
+
+    cfg = TrainConfig(examples=args.examples, steps=args.steps, minutes=args.minutes, data_seed=args.data_seed,
+                      eval_every=args.eval_every, threads=args.threads)
+    last = train(args.out, cfg, resume=args.resume, device=args.device or "cpu")
+    print(f"checkpoint: {last}")
+    if args.export:
+        print(f"exported: {export(last, args.export)}")
     return 0
 
 
@@ -91,12 +107,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--emit", choices=["ir"], help="Print the canonical IR of the compiled program.")
     p.set_defaults(run=_compile)
     b = sub.add_parser("bench", help="Run benchmark suites; prints ratios measured in one run and writes JSON.")
-    b.add_argument("suite", nargs="?", default="all", help="Which suite: compile, vm, verify, peers, or all.")
+    b.add_argument("suite", nargs="?", default="all", help="Which suite: compile, vm, verify, neural, peers, or all.")
     b.add_argument("--n", type=int, default=4096, help="Number of generated programs.")
     b.add_argument("--seed", type=int, default=0, help="Seed of the program generator.")
     b.add_argument("--device", default=None, help="cpu, cuda, or omit to pick CUDA when available.")
     b.add_argument("--repeats", type=int, default=3, help="Timed repetitions; the median is reported.")
     b.add_argument("--out", default="bench-results", help="Folder for the JSON results.")
+    b.add_argument("--held-out", type=int, default=1000, help="neural: held-out generated programs.")
+    b.add_argument("--samples", type=int, default=16, help="neural: samples per program for pass@k.")
     b.add_argument("--iterations", type=int, default=20, help="peers: edits per kernel (each a new constant).")
     b.add_argument("--tests", type=int, default=None,
                    help="peers: test inputs per edit (default 6,905: failure rate <= 1e-3 at confidence 99.9%%).")
@@ -104,6 +122,18 @@ def main(argv: list[str] | None = None) -> int:
                    help="peers: comma-separated subset of gpuiter, gpuiter-serial, gpuiter-hybrid, numba, "
                         "torch-compile, torch-eager, fresh-process, cupy, nvcc (default: all).")
     b.set_defaults(run=_bench)
+    t = sub.add_parser("train-neural", help="Train the neural compiler on generated programs (resumable).")
+    t.add_argument("--out", default="neural-run", help="Folder for checkpoints (last.pt) and config.json.")
+    t.add_argument("--examples", type=int, default=200_000, help="Generated training programs.")
+    t.add_argument("--steps", type=int, default=30_000, help="Optimiser steps (the learning-rate schedule's length).")
+    t.add_argument("--minutes", type=float, default=120.0, help="Stop after this much training time.")
+    t.add_argument("--data-seed", type=int, default=1, help="Seed of the training programs.")
+    t.add_argument("--eval-every", type=int, default=1000, help="Score the held-out set and save every N steps.")
+    t.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default).")
+    t.add_argument("--device", default=None, help="cpu (default) or cuda.")
+    t.add_argument("--resume", action="store_true", help="Continue from OUT/last.pt.")
+    t.add_argument("--export", default=None, help="Also write a float16 copy for shipping to this path.")
+    t.set_defaults(run=_train_neural)
     k = sub.add_parser("install-kernel", help="Install the gpuiter Jupyter kernelspec (the wheel also ships it).")
     where = k.add_mutually_exclusive_group()
     where.add_argument("--user", action="store_true", help="For the current user (the default).")

@@ -20,11 +20,11 @@ from . import tokens as tk
 
 @dataclass
 class ModelConfig:
-    d_model: int = 192
-    heads: int = 6
+    d_model: int = 128
+    heads: int = 4
     encoder_layers: int = 3
-    decoder_layers: int = 3
-    ff: int = 768
+    decoder_layers: int = 2
+    ff: int = 512
     dropout: float = 0.0
     vocab: int = len(tk.VOCAB)
     max_in: int = tk.MAX_IN

@@ -33,9 +33,9 @@ class TrainConfig:
     min_chars: int = 40
     max_chars: int = 220
     batch: int = 96
-    lr: float = 1e-3
+    lr: float = 2e-3
     warmup: int = 400
-    steps: int = 12_000
+    steps: int = 30_000
     minutes: float = 120.0
     eval_every: int = 1000
     seed: int = 0
@@ -143,8 +143,13 @@ def train(out_dir: str | Path, cfg: TrainConfig | None = None, model_config: Mod
         log(f"resumed at step {step}")
     (out / "config.json").write_text(json.dumps({"train": asdict(cfg), "model": model.config.to_dict()}, indent=2))
     log(f"model: {sum(p.numel() for p in model.parameters()):,} parameters")
-    with tqdm(total=cfg.examples, desc="data", unit="prog", mininterval=5) as bar:
-        data = make_dataset(cfg.examples, cfg.data_seed, cfg.min_chars, cfg.max_chars, bar)
+    cache = out / f"data-{cfg.examples}-{cfg.data_seed}-{cfg.min_chars}-{cfg.max_chars}.pt"
+    if cache.exists():  # a resumed run reads the same programs back instead of generating them again
+        data = torch.load(cache, weights_only=False)
+    else:
+        with tqdm(total=cfg.examples, desc="data", unit="prog", mininterval=5) as bar:
+            data = make_dataset(cfg.examples, cfg.data_seed, cfg.min_chars, cfg.max_chars, bar)
+        torch.save(data, cache)
     held_out = make_dataset(cfg.eval_examples, cfg.eval_seed, cfg.min_chars, 160)
     # Batches of similar input length waste less padding.
     data.sort(key=lambda e: len(e[1].ids))
