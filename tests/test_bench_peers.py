@@ -61,6 +61,8 @@ def test_small_run_writes_well_formed_json(tmp_path, capsys):
     for always in ("gpuiter", "gpuiter-serial", "torch-eager", "torch-compile", "fresh-process"):
         assert peers[always]["status"] == "measured", peers[always].get("reason")
     assert peers["gpuiter"]["ratio_vs_gpuiter"] == pytest.approx(1.0)
+    split = peers["gpuiter"]["per_kernel"]["gelu"]["split_median_s"]  # where gpuiter's edit time goes
+    assert split["compile"] > 0 and "execute_and_compare" in split
     assert peers["numba"]["status"] == ("measured" if importlib.util.find_spec("numba") else "skipped")
     if "hybrid" not in compilers.MODES:
         assert "hybrid" in peers["gpuiter-hybrid"]["reason"]

@@ -67,6 +67,7 @@ class Peer:
     key = ""
     label = ""
     does = ""  # one edit, in words
+    split: dict[str, float] | None = None  # where the last edit's time went, when the peer knows
 
     def __init__(self, device: torch.device, tests: int, seed: int):
         self.device, self.tests, self.seed = device, tests, seed
@@ -115,6 +116,7 @@ class GpuiterPeer(Peer):
         verdict = self.session.verify(kernel.source("gpuiter", c), float64_reference(kernel.numpy_function(c_ref)),
                                       mode=self.mode, tests=self.tests, domain=kernel.domain_dict, rtol=kernel.rtol,
                                       atol=kernel.atol, seed=self.seed)
+        self.split = dict(self.session.history[-1].seconds)  # compile, setup, execute_and_compare, counterexample
         return bool(verdict.passed)
 
 
@@ -404,6 +406,8 @@ def run(device=None, iterations: int = 20, tests: int | None = None, kernels: Se
                 if ok is not None:
                     records[peer.key][name]["times_s"].append(time.perf_counter() - t0)
                     records[peer.key][name]["passed"].append(ok)
+                    if peer.split is not None:
+                        records[peer.key][name].setdefault("splits", []).append(peer.split)
         if check_bugs:
             c_ref = edited_constant(kernel, iterations, salt)
             for peer in chosen:
@@ -438,6 +442,9 @@ def _report(dev, n, iterations, seed, salt, names, chosen, reasons, records) -> 
             per_kernel[name] = {"median_s": _median(r["times_s"]), "first_s": r["times_s"][0], "min_s": min(r["times_s"]),
                                 "times_s": r["times_s"], "edits": len(r["times_s"]), "all_passed": all(r["passed"]),
                                 "detects_wrong_kernel": r.get("detects_wrong_kernel")}
+            if r.get("splits"):  # median seconds of each part of an edit
+                per_kernel[name]["split_median_s"] = {part: _median([x.get(part, 0.0) for x in r["splits"]])
+                                                      for part in r["splits"][0]}
         every = [t for name in names for t in records[peer.key][name]["times_s"]]
         peers[peer.key] = {**entry, "status": "measured", "median_s": _median(every), "per_kernel": per_kernel,
                            "all_passed": all(k["all_passed"] for k in per_kernel.values())}
