@@ -15,13 +15,12 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display
 
 from . import comm
+from .compilers import MODES
 from .lang.errors import CompileError
 from .lang.python_semantics import numpy_reference
 from .resident import session
 from .runtime.kernel import DTYPES, Kernel
 from .verify.confidence import tests_needed
-
-MODES = ("traditional", "serial")
 
 
 def _has_widgets() -> bool:

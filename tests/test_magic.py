@@ -51,11 +51,20 @@ def test_exhaustive_proof(ip, capsys):
 
 @pytest.mark.parametrize("line,match", [
     ("--mode quantum", "mode"), ("--dtype int8", "dtype"), ("--tests 0", "tests"), ("--delta 2", "delta"),
-    ("--ref nothing_here", "no such name"), ("--domain x=5", "domain"), ("--candidates 4", "neural"),
+    ("--ref nothing_here", "no such name"), ("--domain x=5", "domain"), ("--candidates 4", "hybrid"),
+    ("--mode hybrid --candidates 0", "at least 1"), ("--model m.pt", "neural or hybrid"),
 ])
 def test_bad_options_are_one_line_usage_errors(ip, line, match):
     with pytest.raises(UsageError, match=match):
         ip.run_cell_magic("gpucompile", line, GELU)
+
+
+def test_hybrid_cell_records_its_path_and_verifies_against_a_trusted_compiler(ip, capsys):
+    ip.run_cell_magic("gpucompile", "--mode hybrid --candidates 2 --tests 1000", GELU.replace("gelu", "hgelu"))
+    assert "hgelu: PASS" in capsys.readouterr().out
+    compiles = [h for h in gi.session().history if h.kind == "compile" and h.name == "hgelu"]
+    assert compiles[0].extra["mode"] == "hybrid" and compiles[0].extra["path"] in ("neural", "traditional")
+    assert compiles[-1].extra["mode"] == "traditional"  # the float64 reference: never the model's own program
 
 
 def test_second_run_of_an_unchanged_cell_is_a_cache_hit(ip):
