@@ -267,7 +267,8 @@ def _run_quickstart(page, server: LabServer, tmp_path: Path):
     gelu.screenshot(path=str(tmp_path / "03-gelu-panel.png"))
 
     # the failing rewrite: FAIL and its counterexample table
-    bad = _cell_with(page, "x * x)))")
+    bad = _cell_with(page, "0.044715 * x * x)))")  # (the correct rewrite has `* x * x * x`)
+    expect(bad).to_have_count(1)
     expect(bad.locator(".widget-label", has_text=re.compile(r"^FAIL$"))).to_be_visible()
     expect(bad.locator("table.gpuiter-counterexample")).to_contain_text("expected")
 
