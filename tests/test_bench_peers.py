@@ -23,6 +23,7 @@ from jupyter_gpuiter.bench.peers import (
     cuda_program,
     fresh_process_script,
     make_peers,
+    markdown_table,
     run,
     table_rows,
 )
@@ -74,6 +75,8 @@ def test_small_run_writes_well_formed_json(tmp_path, capsys):
     assert "gpuiter bench peers" in out and "vs gpuiter" in out
     rows = table_rows(report)
     assert len(rows) == 1 + len(PEERS) and all(len(r) == len(rows[0]) for r in rows)
+    md = markdown_table(report).splitlines()
+    assert len(md) == 2 + len(PEERS) and all(line.count(" | ") == len(rows[0]) - 1 for line in md if "---" not in line)
 
 
 @pytest.mark.parametrize("kernel", list(KERNELS))

@@ -491,6 +491,16 @@ def table_rows(report: dict) -> list[list[str]]:
     return rows
 
 
+def markdown_table(report: dict) -> str:
+    """The result table as Markdown (BENCHMARKS.md)."""
+    rows = table_rows(report)
+    titles = [report["kernels"][n]["title"] for n in report["kernels"]]
+    rows[0] = ["peer", *titles, *rows[0][1 + len(titles):]]
+    lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * (len(rows[0]))]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows[1:]]
+    return "\n".join(lines) + "\n"
+
+
 def print_table(report: dict) -> None:
     rows = table_rows(report)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
