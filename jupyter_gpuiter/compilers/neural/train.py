@@ -116,6 +116,24 @@ def export(checkpoint: str | Path, out: str | Path, notes: dict | None = None) -
     return out
 
 
+def write_card(checkpoint: str | Path, card_path: str | Path, command: str, held_out: int = 1000,
+               seed: int = 90_000) -> dict:
+    """checkpoint.json: how a checkpoint was made and its exact match at k=1 on held-out programs."""
+    ck = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    model = Seq2Seq(ModelConfig(**ck["model_config"]))
+    model.load_state_dict({k: v.float() for k, v in ck["model"].items()})
+    data = make_dataset(held_out, seed, 30, 160)
+    accuracy = {f"exact_match_k1_le{b}": exact_match(model, [d for d in data if len(d[0]) <= b])
+                for b in (80, 160)}
+    card = {"command": command, "step": ck["step"], "train_config": ck["train_config"],
+            "model_config": ck["model_config"], "data_seed": ck["train_config"]["data_seed"],
+            "parameters": sum(v.numel() for v in ck["model"].values()),
+            "accuracy": {"held_out_programs": held_out, "held_out_seed": seed, **accuracy},
+            "history": ck["history"]}
+    Path(card_path).write_text(json.dumps(card, indent=2) + "\n")
+    return card
+
+
 def train(out_dir: str | Path, cfg: TrainConfig | None = None, model_config: ModelConfig | None = None,
           resume: bool = False, device: str = "cpu", log=print) -> Path:
     """Train (or resume) and return the path of the last checkpoint."""
