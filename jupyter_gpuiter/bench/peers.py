@@ -122,7 +122,7 @@ class GpuiterPeer(Peer):
 
 class NumbaPeer(Peer):
     key, label = "numba", "numba.vectorize"
-    does = "numba.vectorize with a float32 signature (eager JIT) + run on NumPy inputs + NumPy check on the host"
+    does = "numba.vectorize (CPU target) with a float32 signature (eager JIT) + run on NumPy inputs + NumPy check"
 
     def unavailable(self):
         if importlib.util.find_spec("numba") is None:
