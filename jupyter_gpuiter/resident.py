@@ -56,6 +56,12 @@ class Session:
         self.pool = InputPool(self.device)
         self._kernels.clear()
 
+    def neural_model(self):
+        """The neural compiler's model on this Session's device, loaded once and kept resident."""
+        from .compilers.neural import load_model
+
+        return load_model(device=self.device)
+
     def compile(self, source: str, mode: str = "traditional", dtype: str = "float32", device=None,
                 **options) -> Kernel:
         """Compile (or fetch from the cache) one kernel; raises CompileError. `options` go to the mode

@@ -124,3 +124,10 @@ def test_neural_mode_through_compile_batch():
     assert sum(g == w for g, w in zip(got.canonical(), want)) >= 24
     with pytest.raises(TypeError, match="takes no option"):
         compile_batch(sources, mode="neural", k=4)
+
+
+def test_the_session_keeps_one_resident_model():
+    import jupyter_gpuiter as gi
+
+    model = gi.session().neural_model()
+    assert model is gi.session().neural_model() and not model.training

@@ -9,8 +9,8 @@ Start-up costs what a plain IPython kernel costs plus importing the package (`ju
   kernel_info; the kernel stays usable as a plain IPython kernel.
 - in `start()`: a daemon thread detects the device and, with CUDA, creates the CUDA context (the
   slow part on a GPU machine); it then schedules the creation of the Session
-  (`jupyter_gpuiter.session()`) on the kernel's main loop, so the Session is only ever created on
-  the thread that runs cells. A cell that needs it before that simply creates it itself.
+  (`jupyter_gpuiter.session()`, with the neural model loaded on its device) on the kernel's main
+  loop, so the Session is only ever created on the thread that runs cells. A cell that needs it before that simply creates it itself.
 
 kernel_info_reply: IPython's reply unchanged (`language_info` included) plus one top-level field,
 ``content["gpuiter"]`` (`gpuiter_info()`)::
@@ -139,7 +139,7 @@ class GpuiterKernel(IPythonKernel):
         try:
             import jupyter_gpuiter
 
-            jupyter_gpuiter.session()
+            jupyter_gpuiter.session().neural_model()  # the model too, so a first hybrid cell does not wait
         except Exception as e:  # noqa: BLE001
             self._warn(f"creating the Session failed: {type(e).__name__}: {e}")
         self.gpuiter_preload_seconds = time.perf_counter() - t0
