@@ -1,9 +1,19 @@
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # shared test data (edge_cases)
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `-n auto` runs one worker per core: torch's default of one intra-op thread per core then
+    # oversubscribes the machine and its OpenMP pool spends its time waiting (the traditional compiler
+    # ran 7x slower that way on a loaded 2-core machine). Kernels the tests start inherit the variable.
+    import torch
+
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
 
 ROOT = Path(__file__).resolve().parents[1]
 
