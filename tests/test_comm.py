@@ -4,10 +4,9 @@ opening the comm and answering a frontend that attaches late."""
 from __future__ import annotations
 
 import json
-import queue
-import time
 
 import pytest
+from kernel_client import iopub_until_idle
 from test_kernel import gpuiter_jupyter_path, gpuiter_kernel  # noqa: F401 - fixtures
 
 import jupyter_gpuiter as gi
@@ -82,21 +81,7 @@ def test_close_forgets_only_the_current_comm(monkeypatch):
 
 def _exchange(client, msg_id: str, timeout: float = 60) -> list[dict]:
     """The iopub messages of one request until the kernel is idle again."""
-    deadline = time.monotonic() + timeout
-    out = []
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError(f"no idle within {timeout} s: {out}")
-        try:
-            msg = client.get_iopub_msg(timeout=left)
-        except queue.Empty:
-            continue
-        if msg["parent_header"].get("msg_id") != msg_id:
-            continue
-        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-            return out
-        out.append(msg)
+    return iopub_until_idle(client, msg_id, timeout)
 
 
 _ours: set[str] = set()  # ids of the jupyter_gpuiter comms seen (widgets open comms of their own)

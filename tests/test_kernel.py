@@ -24,7 +24,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import queue
 import sys
 import time
 from pathlib import Path
@@ -32,6 +31,7 @@ from pathlib import Path
 import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import start_new_kernel
+from kernel_client import iopub_until_idle
 
 import jupyter_gpuiter
 from jupyter_gpuiter.kernel import install as install_mod
@@ -54,21 +54,9 @@ def run_cell(client, code: str, timeout: float = 60) -> tuple[str, list[dict]]:
     msg_id = client.execute(code)
     deadline = time.monotonic() + timeout
     outputs: list[dict] = []
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError(f"no idle status within {timeout} s after executing {code!r}; got {outputs}")
-        try:
-            msg = client.get_iopub_msg(timeout=left)
-        except queue.Empty:
-            continue
-        if msg["parent_header"].get("msg_id") != msg_id:
-            continue
-        kind, content = msg["msg_type"], msg["content"]
-        if kind == "status" and content["execution_state"] == "idle":
-            break
-        if kind in OUTPUT_TYPES:
-            out = {"output_type": kind, **content}
+    for msg in iopub_until_idle(client, msg_id, timeout):
+        if msg["msg_type"] in OUTPUT_TYPES:
+            out = {"output_type": msg["msg_type"], **msg["content"]}
             out.pop("execution_count", None)
             outputs.append(out)
     while True:
