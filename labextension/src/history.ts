@@ -4,9 +4,8 @@
  */
 
 import { LabIcon } from '@jupyterlab/ui-components';
-import { Widget } from '@lumino/widgets';
 
-import { SessionModel } from './model';
+import { SessionView } from './view';
 import { IVerdict, formatEpsilon, formatSeconds, outcome, totalSeconds } from './protocol';
 
 const ICON_SVG = `<svg xmlns="http://www.w3.org/2000/svg" width="16" viewBox="0 0 24 24">
@@ -21,7 +20,7 @@ export const historyIcon = new LabIcon({ name: 'jupyter-gpuiter:history', svgstr
 // the mode goes under the cell's name: the left sidebar is narrow
 const COLUMNS = ['cell · mode', 'verdict', 'ε', 'time'];
 
-export class HistoryPanel extends Widget {
+export class HistoryPanel extends SessionView {
   constructor() {
     super();
     this.id = 'jp-gpuiter-history';
@@ -43,20 +42,6 @@ export class HistoryPanel extends Widget {
     }
     this._body = this._table.createTBody();
     this.node.append(header, this._summary, this._table);
-    this.render();
-  }
-
-  get model(): SessionModel | null {
-    return this._model;
-  }
-
-  set model(model: SessionModel | null) {
-    if (model === this._model) {
-      return;
-    }
-    this._model?.changed.disconnect(this.render, this);
-    this._model = model;
-    model?.changed.connect(this.render, this);
     this.render();
   }
 
@@ -112,7 +97,6 @@ export class HistoryPanel extends Widget {
     return row;
   }
 
-  private _model: SessionModel | null = null;
   private _summary: HTMLDivElement;
   private _table: HTMLTableElement;
   private _body: HTMLTableSectionElement;

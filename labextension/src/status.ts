@@ -3,11 +3,9 @@
  * with the confidence sentence. Hidden until that kernel has sent a `status`.
  */
 
-import { Widget } from '@lumino/widgets';
+import { SessionView } from './view';
 
-import { SessionModel } from './model';
-
-export class SessionStatus extends Widget {
+export class SessionStatus extends SessionView {
   constructor() {
     super();
     this.addClass('jp-gpuiter-status');
@@ -16,21 +14,6 @@ export class SessionStatus extends Widget {
     this._kernels = this._span('jp-gpuiter-status-kernels');
     this._verdict = this._span('jp-gpuiter-status-verdict');
     this._sentence = this._span('jp-gpuiter-status-sentence');
-  }
-
-  /** The model shown, or null for none (a notebook whose kernel has not spoken). */
-  get model(): SessionModel | null {
-    return this._model;
-  }
-
-  set model(model: SessionModel | null) {
-    if (model === this._model) {
-      return;
-    }
-    this._model?.changed.disconnect(this.render, this);
-    this._model = model;
-    model?.changed.connect(this.render, this);
-    this.render();
   }
 
   /** Whether there is anything to show. */
@@ -74,7 +57,6 @@ export class SessionStatus extends Widget {
     return span;
   }
 
-  private _model: SessionModel | null = null;
   private _device: HTMLSpanElement;
   private _kernels: HTMLSpanElement;
   private _verdict: HTMLSpanElement;
