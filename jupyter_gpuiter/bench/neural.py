@@ -52,7 +52,7 @@ def run(n: int = 1000, samples: int = 16, pass_programs: int = 200, hybrid_progr
     model = load_model(device=dev)
     data = make_dataset(n, seed=90_000 + seed, min_chars=30, max_chars=160)
     sources = [d[0] for d in data]
-    wanted = [p for p in compile_sources(sources)]
+    wanted = compile_sources(sources)
     report: dict = {"suite": "neural", "machine": machine(dev), "held_out": n, "seed": 90_000 + seed,
                     "checkpoint": model_card()}
 

@@ -60,7 +60,7 @@ def compile_batch(sources: Sequence[str], device=None, *, k: int = 4, tests: int
     stats = {"candidates": 0, "decoded": 0, "passed_tests": 0, "accepted": 0, "accepted_text_differs": 0,
              "winning_candidate": [-1] * len(sources)}
     seconds = {"traditional": t_trad, "neural": 0.0, "verify": 0.0}
-    done = 0
+    offset = 0  # candidates tried per source in earlier rounds
     for round_k, temp in ((1, 0.0), (k - 1, temperature)):
         if round_k == 0 or not open_:
             continue
@@ -86,12 +86,12 @@ def compile_batch(sources: Sequence[str], device=None, *, k: int = 4, tests: int
                 continue
             won.add(i)
             stats["accepted_text_differs"] += not same
-            stats["winning_candidate"][i] = done + j
+            stats["winning_candidate"][i] = offset + j
             p.param_names, p.name = results[i].param_names, results[i].name
             results[i] = p
         stats["accepted"] += len(won)
         open_ = [i for i in open_ if i not in won]
-        done += round_k
+        offset += round_k
     for i in open_:
         paths[i] = "traditional"
     seconds["total"] = time.perf_counter() - t0

@@ -179,8 +179,7 @@ def postfix(source: str, encoded: Encoded | None = None) -> list[str]:
         else:
             raise TypeError(f"not in the kernel language: {type(node).__name__}")
 
-    body = fn.body[1:] if fn.body and isinstance(fn.body[0], ast.Expr) and isinstance(
-        getattr(fn.body[0], "value", None), ast.Constant) and isinstance(fn.body[0].value.value, str) else fn.body
+    body = fn.body[1:] if ast.get_docstring(fn, clean=False) is not None else fn.body
     for s in body:
         if isinstance(s, ast.Assign):
             expr(s.value)
