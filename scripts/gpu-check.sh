@@ -15,12 +15,19 @@ fi
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null
   "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available())"
 } > "$OUT/machine.txt" 2>&1
+# Worst case of the timeouts below: 7.8 minutes.
 # GPU-marked tests (differential traditional-vs-serial on CUDA, ...)
-timeout 240 "$PY" -m pytest -q -m gpu -p no:cacheprovider tests > "$OUT/gpu-tests.txt" 2>&1
+timeout 150 "$PY" -m pytest -q -m gpu -p no:cacheprovider tests > "$OUT/gpu-tests.txt" 2>&1
 echo "gpu tests exit $?" >> "$OUT/gpu-tests.txt"
-# benchmarks: compile throughput at the design's batch size and at a large one
-timeout 120 "$PY" -m jupyter_gpuiter.cli bench compile --device cuda --n 4096 --out "$OUT/b4096" > "$OUT/bench-compile-4096.txt" 2>&1
-timeout 150 "$PY" -m jupyter_gpuiter.cli bench compile --device cuda --n 65536 --repeats 2 --out "$OUT/b65536" > "$OUT/bench-compile-65536.txt" 2>&1
-timeout 90 "$PY" -m jupyter_gpuiter.cli bench vm --device cuda --out "$OUT/vm" > "$OUT/bench-vm.txt" 2>&1
-timeout 90 "$PY" -m jupyter_gpuiter.cli bench verify --device cuda --out "$OUT/verify" > "$OUT/bench-verify.txt" 2>&1
+bench() {  # bench NAME TIMEOUT SUITE ARGS...: one suite, its JSON under $OUT/NAME, its output in $OUT/bench-NAME.txt
+  local name=$1 limit=$2
+  shift 2
+  timeout "$limit" "$PY" -m jupyter_gpuiter.cli bench "$@" --device cuda --out "$OUT/$name" > "$OUT/bench-$name.txt" 2>&1
+}
+bench compile-4096 45 compile --n 4096
+bench compile-65536 75 compile --n 65536 --repeats 2
+bench vm 40 vm
+bench verify 40 verify
+bench neural 60 neural
+bench peers 60 peers --iterations 5  # CuPy and nvcc join here; torch.compile costs ~1 s an edit
 tail -n +1 "$OUT"/*.txt
