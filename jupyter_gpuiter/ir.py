@@ -151,7 +151,7 @@ class ProgramBatch:
                 continue
             k = lengths[i]
             names = param_names[i] if param_names else [f"x{j}" for j in range(n_params[i])]
-            out.append(Program([OP_NAMES[o] for o in ops[i][:k]], [tuple(a) for a in args[i][:k]],
+            out.append(Program(list(map(OP_NAMES.__getitem__, ops[i][:k])), list(map(tuple, args[i][:k])),
                                imm[i][:k], n_params[i], names))
         return out
 

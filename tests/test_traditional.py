@@ -78,6 +78,18 @@ def test_batches_split_into_chunks_give_the_same_result(monkeypatch):
     assert compile_batch(sources, mode="traditional").canonical() == whole
 
 
+def test_short_programs_are_not_padded_to_the_long_ones(monkeypatch):
+    short = generate.generate_batch(300, 13, max_chars=60)
+    long = generate.generate_batch(300, 14, statements=(10, 12))
+    monkeypatch.setattr(traditional, "MIN_CHUNK_CELLS", {"cpu": 1 << 12})
+    batches, sizes = traditional.compile_to_batches(short + long)
+    assert len(batches) >= 2
+    for rows, _ in batches:  # each chunk pads to its longest program: at most 1.1x its bytes, or small
+        cells = len(rows) * (max(sizes[rows]) + 1)
+        assert cells <= max(1 << 12, traditional.PAD_WASTE * sum(sizes[rows] + 1))
+    assert_agree(short + long)
+
+
 @pytest.mark.parametrize("source", [
     "def f(x):\n    return x\n" + " " * (spec.MAX_SOURCE_BYTES * 4),
     "def f(x):\n    return " + "(" * 3000 + "x" + ")" * 3000 + "\n",

@@ -5,7 +5,8 @@
 
 The same code runs on CPU and CUDA tensors. Inside a chunk there is no Python loop over programs;
 one scalar read after lexing sizes the token arrays, and the results cross to the host once, at the
-end. Batches are sorted by length and split into chunks that fit a memory budget.
+end. Batches are sorted by length and split into chunks that fit a memory budget and waste little
+padding.
 """
 
 from __future__ import annotations
@@ -36,6 +37,12 @@ PASSES = ("pack", "lex", "rules", "parse", "semantic", "codegen")
 LEX_MSG_BASE = 64
 #: byte cells (programs x padded length) per chunk; bounds memory to roughly 400 bytes a cell
 CHUNK_CELLS = 1 << 21
+#: A chunk that already has this many cells (per device type) stops growing once padding to the next
+#: program's length would make it PAD_WASTE times its programs' bytes: every pass costs B x L, so a
+#: batch with short and long programs is cheaper in a few length-homogeneous chunks (1.7x on 4,096
+#: generated programs on the 2-core CPU); GPUs prefer fewer, larger launches.
+MIN_CHUNK_CELLS = {"cpu": 1 << 17, "cuda": 1 << 20}
+PAD_WASTE = 1.1
 
 
 _NAME_AT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\s*\.\s*([A-Za-z_][A-Za-z0-9_]*))?")
@@ -152,9 +159,15 @@ def compile_to_batches(sources: list[str], device=None, timings: dict | None = N
     order = [i for i in np.argsort(sizes, kind="stable").tolist() if sizes[i] <= spec.MAX_SOURCE_BYTES]
     batches = []
     start = 0
+    min_cells = MIN_CHUNK_CELLS.get(device.type, CHUNK_CELLS)
     while start < len(order):
-        stop = start + 1
-        while stop < len(order) and (stop - start + 1) * (int(sizes[order[stop]]) + 1) <= CHUNK_CELLS:
+        stop, used = start + 1, int(sizes[order[start]]) + 1
+        while stop < len(order):
+            width = int(sizes[order[stop]]) + 1
+            cells = (stop - start + 1) * width
+            if cells > CHUNK_CELLS or (cells > min_cells and cells > PAD_WASTE * (used + width)):
+                break
+            used += width
             stop += 1
         sel = order[start:stop]
         batches.append((sel, compile_chunk([sources[i] for i in sel], device, timings)))
