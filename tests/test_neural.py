@@ -131,3 +131,17 @@ def test_the_session_keeps_one_resident_model():
 
     model = gi.session().neural_model()
     assert model is gi.session().neural_model() and not model.training
+
+
+def test_input_size_limits_are_exact():
+    def source(terms):  # 10 + 2 * terms tokens
+        return "def f(x):\n    return x" + " + x" * terms + "\n"
+
+    assert len(tk.encode(source(154)).ids) == tk.MAX_IN  # 318 tokens, BOS and EOS
+    with pytest.raises(CompileError, match="input size"):
+        tk.encode(source(155))
+    names = "def f(" + ",".join(f"p{i}" for i in range(30)) + "):\n"
+    ok = names + "".join(f"    q{i} = p0\n" for i in range(tk.MAX_SLOTS - 30)) + "    return p0\n"
+    assert tk.encode(ok).n_slots == tk.MAX_SLOTS
+    with pytest.raises(CompileError, match="input size"):
+        tk.encode(names + "".join(f"    q{i} = p0\n" for i in range(tk.MAX_SLOTS - 29)) + "    return p0\n")

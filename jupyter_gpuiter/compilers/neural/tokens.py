@@ -109,6 +109,9 @@ def encode(source: str) -> Encoded:
             tok = t.kind
         if t.kind == ")":
             level -= 1
+        if len(slots) > MAX_SLOTS or len(ids) == MAX_IN - 1:  # no room for this token (and EOS)
+            raise CompileError("too-large", 1, 1, f"the program exceeds the neural model's input size "
+                               f"({MAX_SLOTS} names, {MAX_IN - 2} tokens); use mode='traditional'", source)
         if tok not in INDEX:
             raise CompileError("too-large", t.line, t.col, f"the neural model has no token for {t.text!r}; "
                                "use mode='traditional'", source)
@@ -118,9 +121,6 @@ def encode(source: str) -> Encoded:
             level += 1
     ids.append(EOS)
     depth.append(0)
-    if len(slots) > MAX_SLOTS or len(ids) > MAX_IN:
-        raise CompileError("too-large", 1, 1, f"the program exceeds the neural model's input size ({MAX_SLOTS} "
-                           f"names, {MAX_IN - 2} tokens); use mode='traditional'", source)
     names = sorted(slots, key=slots.get)
     fn_name = tokens[1].text if len(tokens) > 1 else "kernel"
     return Encoded(ids, depth, len(slots), literals, names, len(dict.fromkeys(params)), fn_name)
