@@ -27,23 +27,15 @@ def _traditional(sources: Sequence[str], device=None) -> BatchResult:
 
 
 def _neural(sources: Sequence[str], device=None, **options) -> BatchResult:
-    from ..runtime.device import resolve
     from .neural import compile_batch as neural_batch
-    from .neural import load_model
 
-    device = resolve(device)
-    model = load_model(options.pop("model_path", None), device)
-    return neural_batch(sources, device=device, model=model, **options)
+    return neural_batch(sources, device=device, **options)
 
 
 def _hybrid(sources: Sequence[str], device=None, **options) -> BatchResult:
-    from ..runtime.device import resolve
     from .hybrid import compile_batch as hybrid_batch
-    from .neural import load_model
 
-    device = resolve(device)
-    model = load_model(options.pop("model_path", None), device)
-    return hybrid_batch(sources, device=device, model=model, **options)
+    return hybrid_batch(sources, device=device, **options)
 
 
 MODES: dict[str, Callable[..., BatchResult]] = {"serial": _serial, "traditional": _traditional, "neural": _neural,

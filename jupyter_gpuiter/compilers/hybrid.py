@@ -42,8 +42,10 @@ def check_pairs(candidates: list[Program], references: list[Program], tests: int
 
 
 def compile_batch(sources: Sequence[str], device=None, *, k: int = 4, tests: int = 256, strict: bool = True,
-                  temperature: float = 0.7, seed: int = 0, model=None, dtype: str = "float32") -> BatchResult:
-    """Mode "hybrid" (see the module docstring). k >= 1 candidates per source at most."""
+                  temperature: float = 0.7, seed: int = 0, model=None, model_path=None,
+                  dtype: str = "float32") -> BatchResult:
+    """Mode "hybrid" (see the module docstring). k >= 1 candidates per source at most; `model_path`:
+    another checkpoint."""
     from ..runtime.device import resolve
     from .traditional import compile_batch as traditional
 
@@ -53,7 +55,7 @@ def compile_batch(sources: Sequence[str], device=None, *, k: int = 4, tests: int
     t0 = time.perf_counter()
     trad = traditional(sources, device=device)
     t_trad = time.perf_counter() - t0
-    model = model or load_model(device=device)
+    model = model or load_model(model_path, device)
     results = list(trad.results)
     paths = ["neural" if isinstance(r, Program) else "error" for r in results]
     open_ = [i for i, r in enumerate(results) if isinstance(r, Program)]

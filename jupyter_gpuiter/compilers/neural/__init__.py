@@ -19,7 +19,7 @@ from ...ir import Program, ProgramBatch
 from ...lang.errors import CompileError
 from ..result import BatchResult
 from . import tokens as tk
-from .model import ModelConfig, Seq2Seq
+from .model import ModelConfig, Seq2Seq, pad_inputs
 
 CHECKPOINT = Path(__file__).with_name("checkpoint.pt")
 MODEL_CARD = Path(__file__).with_name("checkpoint.json")
@@ -76,17 +76,11 @@ def sample_candidates(sources: Sequence[str], k: int = 1, temperature: float = 0
     for start in range(0, len(ok), per):
         rows = ok[start: start + per]
         encs = [encoded[i] for i in rows]
-        width = max(len(e.ids) for e in encs)
-        src = torch.full((len(rows), width), tk.PAD, dtype=torch.long)
-        depth = torch.zeros((len(rows), width), dtype=torch.long)
-        for j, e in enumerate(encs):
-            src[j, : len(e.ids)] = torch.tensor(e.ids)
-            depth[j, : len(e.ids)] = torch.tensor(e.depth)
-        meta = torch.tensor([[e.n_slots, e.n_params, len(e.literals)] for e in encs], dtype=torch.long)
+        src, depth, n_slots, n_params, n_literals = pad_inputs(encs)
         # A postfix program is shorter than its source's tokens (each of its tokens stands for a distinct
         # source token, and the header alone has six), so decoding stops at the input width.
-        out = model.sample(src.to(dev), depth.to(dev), meta[:, 0], meta[:, 1], meta[:, 2], k=k,
-                           temperature=temperature, generator=generator, max_len=width).cpu()
+        out = model.sample(src.to(dev), depth.to(dev), n_slots, n_params, n_literals, k=k,
+                           temperature=temperature, generator=generator, max_len=src.shape[1]).cpu()
         for j, (i, e) in enumerate(zip(rows, encs)):
             for seq in out[j].tolist():
                 words = [tk.VOCAB[t] for t in seq]
@@ -101,12 +95,13 @@ def sample_candidates(sources: Sequence[str], k: int = 1, temperature: float = 0
     return Candidates(encoded, programs)
 
 
-def compile_batch(sources: Sequence[str], device=None, model: Seq2Seq | None = None) -> BatchResult:
-    """Mode "neural": the greedy candidate per source, unverified."""
+def compile_batch(sources: Sequence[str], device=None, model: Seq2Seq | None = None,
+                  model_path: str | Path | None = None) -> BatchResult:
+    """Mode "neural": the greedy candidate per source, unverified (`model_path`: another checkpoint)."""
     from ...runtime.device import resolve
 
     device = resolve(device)
-    model = model or load_model(device=device)
+    model = model or load_model(model_path, device)
     cands = sample_candidates(sources, k=1, model=model)
     results: list[Program | CompileError] = []
     for s, enc, progs in zip(sources, cands.encoded, cands.programs):

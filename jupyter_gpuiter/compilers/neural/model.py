@@ -35,6 +35,19 @@ class ModelConfig:
         return asdict(self)
 
 
+def pad_inputs(encoded: list[tk.Encoded]) -> tuple[torch.Tensor, ...]:
+    """What the model reads for a list of encoded sources: src and depth [B, L] (PAD-filled), then
+    n_slots, n_params and n_literals [B]."""
+    width = max(len(e.ids) for e in encoded)
+    src = torch.full((len(encoded), width), tk.PAD, dtype=torch.long)
+    depth = torch.zeros((len(encoded), width), dtype=torch.long)
+    for i, e in enumerate(encoded):
+        src[i, : len(e.ids)] = torch.tensor(e.ids)
+        depth[i, : len(e.ids)] = torch.tensor(e.depth)
+    meta = torch.tensor([[e.n_slots, e.n_params, len(e.literals)] for e in encoded], dtype=torch.long)
+    return src, depth, meta[:, 0], meta[:, 1], meta[:, 2]
+
+
 class _Attention(nn.Module):
     def __init__(self, d: int, heads: int):
         super().__init__()

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from ...lang.errors import CompileError
 from ...lang.generate import generate
 from . import tokens as tk
-from .model import ModelConfig, Seq2Seq
+from .model import ModelConfig, Seq2Seq, pad_inputs
 
 
 @dataclass
@@ -68,21 +68,15 @@ def make_dataset(n: int, seed: int, min_chars: int, max_chars: int, progress=Non
 
 def collate(examples, device="cpu"):
     """Padded tensors: src, depth, tgt_in, tgt_out, n_slots, n_params, n_literals."""
-    b = len(examples)
-    li = max(len(e.ids) for _, e, _ in examples)
+    src, depth, n_slots, n_params, n_literals = pad_inputs([e for _, e, _ in examples])
     lo = max(len(t) for _, _, t in examples)
-    src = torch.full((b, li), tk.PAD, dtype=torch.long)
-    depth = torch.zeros((b, li), dtype=torch.long)
-    tgt_in = torch.full((b, lo), tk.PAD, dtype=torch.long)
-    tgt_out = torch.full((b, lo), tk.PAD, dtype=torch.long)
-    for i, (_, e, t) in enumerate(examples):
-        src[i, : len(e.ids)] = torch.tensor(e.ids)
-        depth[i, : len(e.ids)] = torch.tensor(e.depth)
+    tgt_in = torch.full((len(examples), lo), tk.PAD, dtype=torch.long)
+    tgt_out = torch.full((len(examples), lo), tk.PAD, dtype=torch.long)
+    for i, (_, _, t) in enumerate(examples):
         tgt_in[i, 0] = tk.BOS
         tgt_in[i, 1: len(t)] = torch.tensor(t[:-1])
         tgt_out[i, : len(t)] = torch.tensor(t)
-    meta = torch.tensor([[e.n_slots, e.n_params, len(e.literals)] for _, e, _ in examples], dtype=torch.long)
-    return [x.to(device) for x in (src, depth, tgt_in, tgt_out, meta[:, 0], meta[:, 1], meta[:, 2])]
+    return [x.to(device) for x in (src, depth, tgt_in, tgt_out, n_slots, n_params, n_literals)]
 
 
 def exact_match(model: Seq2Seq, examples, batch: int = 128, device="cpu") -> float:
