@@ -10,8 +10,16 @@ BIG = 1 << 40
 _COL, _PRIO, _CODE, _MSG = 1 << 14, 1 << 12, 8, 256
 
 
+_AT = _PRIO * _CODE * _MSG  # weight of (line * _COL + col) in a key
+
+
+def error_base(line, col, priority):
+    """The part of an error key that varies by token: its place and priority (tensors or ints)."""
+    return (line * _COL + col) * _AT + (priority + 1) * (_CODE * _MSG)
+
+
 def error_key(line, col, priority, code, msg):
-    return (((line * _COL + col) * _PRIO + (priority + 1)) * _CODE + code) * _MSG + msg
+    return error_base(line, col, priority) + code * _MSG + msg
 
 
 def decode_key(key: int) -> tuple[int, int, int, int]:
@@ -33,6 +41,26 @@ def decode_keys(keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 NO_ERROR = error_key(1 << 20, 0, 0, 0, 0)
+
+
+class FirstError:
+    """The first error of each program across many rules.
+
+    A rule is a mask over tokens [B, T] plus a constant (kind code, message id); its first error in a
+    row is the masked minimum of a precomputed base (error_base of the tokens' places) plus that
+    constant. So a rule costs one `where` and one row minimum instead of a key per token."""
+
+    def __init__(self, rows: int, device):
+        self.key = torch.full((rows,), NO_ERROR, dtype=torch.long, device=device)
+
+    def add(self, mask: torch.Tensor, base: torch.Tensor, code: int, msg: int) -> None:
+        """Record the rule that fails where `mask`; bases >= NO_ERROR never count (padding)."""
+        first = torch.where(mask, base, NO_ERROR).amin(1) + (code * _MSG + msg)
+        self.key = torch.minimum(self.key, first)
+
+    def add_rows(self, mask: torch.Tensor, key) -> None:
+        """Record a per-program error [B] (a key or one key for all rows) where `mask`."""
+        self.key = torch.where(mask, torch.minimum(self.key, torch.as_tensor(key, device=self.key.device)), self.key)
 
 
 def shift_right(x: torch.Tensor, fill) -> torch.Tensor:

@@ -15,7 +15,19 @@ import torch
 from ...lang import spec
 from ...lang.errors import KIND_CODES
 from ...lang.rules import P_FILE, P_INDENT, P_LIMIT, P_TOKEN
-from .common import BIG, NO_ERROR, error_key, first_true, gather, last_true, positions, shift_left, shift_right
+from .common import (
+    BIG,
+    NO_ERROR,
+    FirstError,
+    error_base,
+    error_key,
+    first_true,
+    gather,
+    last_true,
+    positions,
+    shift_left,
+    shift_right,
+)
 from .lex import Tokens, pack_key, span_hash
 
 K = spec.TOK
@@ -79,14 +91,13 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     B, T = kind.shape
     pos = positions(kind)
     valid = pos < tk.count[:, None]
-    errors = torch.full((B, T), NO_ERROR, dtype=torch.long, device=kind.device)
+    errors = FirstError(B, kind.device)
+    bases: dict[int, torch.Tensor] = {}  # per priority: error_base at every real token
 
-    def fail(mask, message, priority=P_TOKEN, line=None, col=None):
-        nonlocal errors
-        k, _ = MESSAGES[MSG[message]]
-        key = error_key(tk.line if line is None else line, tk.col if col is None else col, priority,
-                        KIND_CODES[k], MSG[message])
-        errors = torch.where(mask & valid, torch.minimum(errors, key), errors)
+    def fail(mask, message, priority=P_TOKEN):
+        if priority not in bases:
+            bases[priority] = torch.where(valid, error_base(tk.line, tk.col, priority), NO_ERROR)
+        errors.add(mask, bases[priority], KIND_CODES[MESSAGES[MSG[message]][0]], MSG[message])
 
     prev = shift_right(kind, K["newline"])
     nxt = shift_left(kind, K["newline"])
@@ -114,8 +125,7 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     first_end = first_true(is_nl & valid)
     first_end = torch.where(first_end >= 0, first_end, tk.count)
     empty = tk.count == 0
-    errors[:, 0] = torch.where(empty, error_key(1, 1, P_FILE, KIND_CODES["unsupported"], MSG[MESSAGES[4][1]]),
-                               errors[:, 0])
+    errors.add_rows(empty, error_key(1, 1, P_FILE, KIND_CODES["unsupported"], MSG[MESSAGES[4][1]]))
     is_def0 = kind[:, 0] == K["def"]
     fail((pos == 0) & ~is_def0[:, None], MESSAGES[5][1], P_FILE)
     in_first = pos < first_end[:, None]
@@ -186,6 +196,5 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     fail((kind == K["def"]) & (pos != 0), MESSAGES[24][1])
     fail((kind == K["if"]) & line_start_tok, MESSAGES[25][1])
 
-    error = errors.min(1).values
     return Structure(valid, line_id, depth, enclosing, is_call, header_open, header_close, header_colon, one_line,
-                     docstring, error)
+                     docstring, errors.key)

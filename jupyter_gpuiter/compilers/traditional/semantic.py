@@ -15,7 +15,7 @@ import torch
 
 from ...lang import spec
 from ...lang.errors import KIND_CODES
-from .common import BIG, NO_ERROR, error_key, gather, lookup, next_true, positions
+from .common import BIG, FirstError, error_base, error_key, gather, lookup, next_true, positions
 from .lex import Tokens, pack_key
 from .parse import N_ATTR, N_BIN, N_CALL, N_NAME, N_TUPLE, Tree
 from .rules import Structure, isin
@@ -65,13 +65,17 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     dev = kind.device
     B, T = kind.shape
     pos = positions(kind)
-    errors = torch.full((B, T), NO_ERROR, dtype=torch.long, device=dev)
+    errors = FirstError(B, dev)
 
-    def fail(mask, message, line, col, priority):
-        nonlocal errors
-        k, _ = MESSAGES[MSG[message] - MSG_BASE]
-        key = error_key(line, col, priority, KIND_CODES[k], MSG[message])
-        errors = torch.where(mask, torch.minimum(errors, key), errors)
+    def fail(mask, message, base):
+        errors.add(mask, base, KIND_CODES[MESSAGES[MSG[message] - MSG_BASE][0]], MSG[message])
+
+    at_token: dict[int, torch.Tensor] = {}
+
+    def token_base(priority):  # errors reported at the token itself
+        if priority not in at_token:
+            at_token[priority] = error_base(tk.line, tk.col, priority)
+        return at_token[priority]
 
     def at(p):  # line and col of token positions p
         return gather(tk.line, p), gather(tk.col, p)
@@ -149,7 +153,7 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     dup = is_p & torch.cat([torch.zeros_like(is_p[:, :1]), is_p[:, :-1] & (seg[:, 1:] == seg[:, :-1])], 1)
     dup_tok = torch.zeros((B, n2), dtype=torch.bool, device=dev)
     dup_tok.scatter_(1, order, dup)
-    fail(dup_tok[:, T:], "duplicate parameter", tk.line, tk.col, 0)
+    fail(dup_tok[:, T:], "duplicate parameter", token_base(0))
 
     # follow aliases (`y = x` binds y to x's source) by pointer jumping
     src = torch.where(value_ref | aug_target, ref_src, -1)
@@ -165,50 +169,49 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     builtin_idx = _lookup(name_key, BUILTIN_NAMES)
     bound = ref_src >= 0
     is_ref = value_ref & bound
-    line, col = tk.line, tk.col
-    p_expr = expr_prio
     ns_line, ns_col = at(tr.node_start)
+    expr_base = error_base(ns_line, ns_col, expr_prio)
     # values: names and math.NAME
     value_attr = tr.body & (tr.ntype == N_ATTR) & ~tnode_mask
     loose = (value_ref & ~bound) | value_attr
     const_name = torch.where(loose & (const_idx >= 0), const_idx, -1)
-    fail(loose & (const_idx < 0) & (builtin_idx >= 0), "this is a function: call it", ns_line, ns_col, p_expr)
-    fail(loose & (const_idx < 0) & (builtin_idx < 0), "name is not defined", ns_line, ns_col, p_expr)
-    fail(aug_target & ~bound, "name is not defined", line, col, 3 + 1)  # an aug target: depth 1
+    fail(loose & (const_idx < 0) & (builtin_idx >= 0), "this is a function: call it", expr_base)
+    fail(loose & (const_idx < 0) & (builtin_idx < 0), "name is not defined", expr_base)
+    fail(aug_target & ~bound, "name is not defined", token_base(3 + 1))  # an aug target: depth 1
     # calls
     callee_bound = plain_call & gather(bound, tr.callee.clamp(min=0))
-    fail(callee_bound, "this is a variable here, not a function", ns_line, ns_col, p_expr)
+    fail(callee_bound, "this is a variable here, not a function", expr_base)
     plain = calls & ~callee_bound
-    fail(plain & (const_idx >= 0), "this is a constant, not a function", ns_line, ns_col, p_expr)
-    fail(plain & (const_idx < 0) & (builtin_idx < 0), "not a builtin function", ns_line, ns_col, p_expr)
+    fail(plain & (const_idx >= 0), "this is a constant, not a function", expr_base)
+    fail(plain & (const_idx < 0) & (builtin_idx < 0), "not a builtin function", expr_base)
     lo = torch.tensor([b.arity[0] for b in spec.BUILTINS.values()], device=dev)[builtin_idx.clamp(min=0)]
     hi = torch.tensor([b.arity[1] for b in spec.BUILTINS.values()], device=dev)[builtin_idx.clamp(min=0)]
     arity_bad = plain & (const_idx < 0) & (builtin_idx >= 0) & ((tr.n_args < lo) | (tr.n_args > hi))
-    fail(arity_bad, "wrong number of arguments for this builtin", ns_line, ns_col, p_expr)
+    fail(arity_bad, "wrong number of arguments for this builtin", expr_base)
     fail(tr.body & (tr.ntype == N_BIN) & tr.chained, "chained comparisons are not supported: use `and`",
-         ns_line, ns_col, p_expr)
-    fail(tr.body & (tr.ntype == N_TUPLE) & ~tnode_mask, "tuples are not supported", ns_line, ns_col, p_expr)
+         expr_base)
+    fail(tr.body & (tr.ntype == N_TUPLE) & ~tnode_mask, "tuples are not supported", expr_base)
     builtin = torch.where(calls & ~arity_bad & (builtin_idx >= 0) & (const_idx < 0), builtin_idx, -1)
 
     # statements
     is_ret = first & (skind == 3)
     ret_rank = is_ret.long().cumsum(1)
     after_return = first & ((ret_rank - is_ret.long()) > 0)
-    fail(after_return, "code after return is never run", line, col, 0)
+    fail(after_return, "code after return is never run", token_base(0))
     fail(first & (skind == 1) & (gather(tr.n_targets, tr.stmt_first.clamp(min=0)) > 1),
-         "chained assignment: assign one name at a time", line, col, 1)
+         "chained assignment: assign one name at a time", token_base(1))
     tgt_line, tgt_col = at(gather(tr.node_start, target_node.clamp(min=0)))
     fail(is_target & ~gather(name_node, target_node.clamp(min=0)), "can only assign to a plain name",
-         tgt_line, tgt_col, 1)
-    fail(is_ret & (gather(tr.stmt_value, pos) < 0), "return needs a value", line, col, 1)
-    fail(first & (skind == 4), "an expression on its own has no effect: assign or return it", line, col, 1)
+         error_base(tgt_line, tgt_col, 1))
+    fail(is_ret & (gather(tr.stmt_value, pos) < 0), "return needs a value", token_base(1))
+    fail(first & (skind == 4), "an expression on its own has no effect: assign or return it", token_base(1))
     doc_first = st.docstring & ~torch.cat([torch.zeros_like(st.docstring[:, :1]), st.docstring[:, :-1]], 1)
     starts = first | doc_first
     last_stmt = torch.where(starts.any(1), torch.where(starts, pos, -1).max(1).values, 0)
     last_kind = gather(tr.stmt_kind, last_stmt)
     last_is_ret = gather(first.long(), last_stmt).bool() & (last_kind == 3)
     fail((pos == last_stmt[:, None]) & ~last_is_ret[:, None] & (tk.count > 0)[:, None],
-         "the function must end with `return <expr>`", line, col, 2)
+         "the function must end with `return <expr>`", token_base(2))
 
-    error = torch.where(syntax, syntax_key, errors.min(1).values)
+    error = torch.where(syntax, syntax_key, errors.key)
     return Semantics(torch.where(is_ref | (aug_target & bound), src, -1), const_name, builtin, is_ref, n_params, error)
