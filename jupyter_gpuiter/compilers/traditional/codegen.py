@@ -77,40 +77,33 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics):
     src_reg = torch.where(src >= T, src - T, gather(value_reg, src.clamp(min=0, max=T - 1)))
     reg = torch.where(src >= 0, src_reg, value_reg)
 
+    reg_ext = torch.cat([torch.full_like(reg[:, :1], -1), reg], 1)  # a sentinel first column for "no node"
+
     def reg_of(node):
-        return torch.where(node >= 0, gather(reg, node.clamp(min=0)), -1)
+        return reg_ext.gather(1, (node + 1).clamp(min=0))
 
     ops = torch.full((B, N + 1), -1, dtype=torch.long, device=dev)
-    args = torch.full((B, N + 1, 3), -1, dtype=torch.long, device=dev)
+    args = [torch.full((B, N + 1), -1, dtype=torch.long, device=dev) for _ in range(3)]
     imm = torch.zeros((B, N + 1), dtype=torch.float64, device=dev)
     imm_tok = torch.full((B, N + 1), -1, dtype=torch.long, device=dev)
-    trash = torch.full_like(pos, N)
 
-    def emit(mask, at, op, a=None, b=None, c=None, value=None, token=None):
-        idx = torch.where(mask, at, trash)
-        ops.scatter_(1, idx, torch.where(mask, op, -1))
-        for j, operand in enumerate((a, b, c)):
-            if operand is not None:
-                args[..., j].scatter_(1, idx, torch.where(mask, operand, -1))
+    def emit(mask, at, op, operands=(), value=None, token=None):
+        """Write the instructions of the tokens in `mask` at slots `at`; the others go to the spare
+        column N, so the values need no masking."""
+        idx = torch.where(mask, at, N)
+        ops.scatter_(1, idx, op)
+        for j, operand in enumerate(operands):
+            args[j].scatter_(1, idx, operand)
         if value is not None:
-            imm.scatter_(1, idx, torch.where(mask, value, 0.0))
+            imm.scatter_(1, idx, value)
         if token is not None:
-            imm_tok.scatter_(1, idx, torch.where(mask, token, -1))
+            imm_tok.scatter_(1, idx, token)
 
-    c0, c1, c2 = tr.child[..., 0], tr.child[..., 1], tr.child[..., 2]
-    # constants
-    cval = torch.where(nt == N_NUM, tk.value, torch.where(nt == N_BOOL, (kind == K["True"]).double(),
-                                                            c_vals[sm.const_name.clamp(min=0)]))
-    cop = torch.where(nt == N_BOOL, OP_INDEX["bool"], OP_INDEX["const"])
-    emit(is_const, base, cop, value=cval, token=torch.where((nt == N_NUM) & tk.slow_number, pos, -1))
-    # operators
-    emit(body & (nt == N_BIN), base, op_tab[kind], reg_of(c0), reg_of(c1))
-    emit(body & (nt == N_PRE), base, unary[kind], reg_of(c0))
-    emit(body & (nt == N_TERN), base, torch.full_like(pos, OP_INDEX["select"]), reg_of(c0), reg_of(c1), reg_of(c2))
-    # aug assignment: op(target, value); the target is the statement's first atom
+    # every node's first instruction at once: constants, operators, aug assignments, calls
+    c0, c1, c2 = reg_of(tr.child[..., 0]), reg_of(tr.child[..., 1]), reg_of(tr.child[..., 2])
+    is_bin, is_pre, is_tern = body & (nt == N_BIN), body & (nt == N_PRE), body & (nt == N_TERN)
     first_tok = tr.stmt_first.clamp(min=0)
-    emit(aug_here, base, op_tab[kind], reg_of(gather(tr.stmt_targets, first_tok)),
-         reg_of(gather(tr.stmt_value, first_tok)))
+    aug_target, aug_value = reg_of(gather(tr.stmt_targets, first_tok)), reg_of(gather(tr.stmt_value, first_tok))
     # calls: argument registers by (call, rank)
     arg_regs = torch.full((B, T + 1, 8), -1, dtype=torch.long, device=dev)
     is_arg = tr.parent >= 0
@@ -119,11 +112,22 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics):
     arg_regs = arg_regs[:, :T]
     bop = b_ops[sm.builtin.clamp(min=0)]
     fixed = is_call & ~variadic
-    emit(fixed, base, bop, arg_regs[..., 0], arg_regs[..., 1], arg_regs[..., 2])
-    for j in range(MAX_FOLD):
-        m = variadic & (j < tr.n_args - 1)
-        acc = arg_regs[..., 0] if j == 0 else base + j - 1
-        emit(m, base + j, bop, acc, arg_regs[..., j + 1])
+    folds = variadic & (tr.n_args > 1)
+    cval = torch.where(nt == N_NUM, tk.value, torch.where(nt == N_BOOL, (kind == K["True"]).double(),
+                                                            c_vals[sm.const_name.clamp(min=0)]))
+    op = torch.where(is_bin | aug_here, op_tab[kind], torch.where(is_pre, unary[kind], bop))
+    op = torch.where(is_tern, OP_INDEX["select"], op)
+    op = torch.where(is_const, torch.where(nt == N_BOOL, OP_INDEX["bool"], OP_INDEX["const"]), op)
+    a = torch.where(aug_here, aug_target, torch.where(is_call, arg_regs[..., 0], c0))
+    b = torch.where(aug_here, aug_value, torch.where(is_call, arg_regs[..., 1], c1))
+    c = torch.where(fixed, arg_regs[..., 2], torch.where(is_tern, c2, -1))
+    a = torch.where(is_const, -1, a)
+    b = torch.where(is_const | is_pre, -1, b)
+    emit(is_const | is_bin | is_pre | is_tern | aug_here | fixed | folds, base, op, (a, b, c), value=torch.where(is_const, cval, 0.0),
+         token=torch.where(is_const & (nt == N_NUM) & tk.slow_number, pos, -1))
+    # variadic min/max: the further folds acc = op(acc, next argument)
+    for j in range(1, MAX_FOLD):
+        emit(variadic & (j < tr.n_args - 1), base + j, bop, (base + j - 1, arg_regs[..., j + 1]))
     # parameters and the return
     P = sm.n_params
     pidx = torch.arange(N + 1, device=dev).expand(B, N + 1)
@@ -135,5 +139,5 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics):
     ret_val = gather(tr.stmt_value, ret_stmt)
     ret_reg = gather(reg, ret_val.clamp(min=0))
     ops.scatter_(1, total[:, None].clamp(max=N), torch.full_like(total[:, None], OP_INDEX["ret"]))
-    args[..., 0].scatter_(1, total[:, None].clamp(max=N), ret_reg[:, None])
-    return ops[:, :N], args[:, :N], imm[:, :N], imm_tok[:, :N], total + 1
+    args[0].scatter_(1, total[:, None].clamp(max=N), ret_reg[:, None])
+    return ops[:, :N], torch.stack(args, -1)[:, :N], imm[:, :N], imm_tok[:, :N], total + 1

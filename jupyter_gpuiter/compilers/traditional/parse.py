@@ -77,27 +77,28 @@ class Tree:
 
 
 def _sparse_min(x: torch.Tensor, levels: int) -> list[torch.Tensor]:
-    """table[k][:, j] = min(x[:, j : j + 2^k]) (INF past the end)."""
+    """table[k][:, j] = min(x[:, j : j + 2^k]) for every window inside x (level k is 2^k - 1 shorter)."""
     table = [x]
     for k in range(1, levels):
         prev, step = table[-1], 1 << (k - 1)
-        shifted = torch.cat([prev[:, step:], torch.full_like(prev[:, :step], INF)], 1)
-        table.append(torch.minimum(prev, shifted))
+        table.append(torch.minimum(prev[:, :-step], prev[:, step:]))
     return table
 
 
 def nearest_smaller_left(rbp: torch.Tensor, lbp: torch.Tensor) -> torch.Tensor:
-    """L(i) = max j < i with rbp[j] < lbp[i], or -1: binary lifting over a sparse table of minima."""
-    T = rbp.shape[1]
+    """L(i) = max j < i with rbp[j] < lbp[i], or -1: binary lifting over a sparse table of minima.
+
+    rbp is padded on the left with one longest step of -BIG, so a step past the start fails the
+    comparison by itself: each level is one gather, one compare and one select, with no bounds checks."""
+    B, T = rbp.shape
     levels = max(1, T.bit_length())
-    table = _sparse_min(rbp, levels)
-    j = positions(rbp).clone()  # invariant: rbp[j : i] >= lbp[i]
+    pad = 1 << (levels - 1)
+    table = _sparse_min(torch.cat([torch.full((B, pad), -BIG, dtype=rbp.dtype, device=rbp.device), rbp], 1), levels)
+    j = positions(rbp) + pad  # padded coordinates; invariant: rbp[j : i] >= lbp[i]
     for k in range(levels - 1, -1, -1):
-        step = 1 << k
-        start = j - step
-        ok = (start >= 0) & (gather(table[k], start.clamp(min=0)) >= lbp)
-        j = torch.where(ok, start, j)
-    return j - 1
+        start = j - (1 << k)
+        j = torch.where(table[k].gather(1, start) >= lbp, start, j)
+    return j - (pad + 1)
 
 
 def nearest_smaller_right(lbp: torch.Tensor, rbp: torch.Tensor) -> torch.Tensor:
@@ -183,7 +184,7 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     left_of, right_of = left_of[:, :T], right_of[:, :T]
     vn = torch.where(group & (right_of >= 0), right_of, pos)
     for _ in range(max(1, (spec.MAX_NESTING + 1).bit_length())):
-        vn = gather(vn, vn)
+        vn = vn.gather(1, vn)
 
     def value(tok):
         return torch.where(tok >= 0, gather(vn, tok.clamp(min=0)), -1)
@@ -230,12 +231,13 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     n_args.scatter_add_(1, torch.where(arg, call_of, T), arg.long())
 
     # depth by pointer jumping (statement roots have depth 1)
-    depth = member.long()
-    anc = parent_tok
+    # over [B, T + 1] arrays whose last column is a sentinel root (depth 0, its own ancestor)
+    depth = torch.cat([member.long(), torch.zeros_like(member[:, :1], dtype=torch.long)], 1)
+    anc = torch.cat([torch.where(parent_tok >= 0, parent_tok, T), torch.full_like(parent_tok[:, :1], T)], 1)
     for _ in range(max(1, T.bit_length())):
-        a = anc.clamp(min=0)
-        depth = depth + torch.where(anc >= 0, gather(depth, a), 0)
-        anc = torch.where(anc >= 0, gather(anc, a), -1)
+        depth = depth + depth.gather(1, anc)
+        anc = anc.gather(1, anc)
+    depth = depth[:, :T]
     node_start = L + 1
     node_end = (R - 1).clamp(max=T - 1)
 

@@ -156,13 +156,16 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     fail(dup_tok[:, T:], "duplicate parameter", token_base(0))
 
     # follow aliases (`y = x` binds y to x's source) by pointer jumping
+    # (on arrays with a sentinel first column, and parameter sources coded below -1, so that the
+    # token a source points to is the column (src + 1).clamp(min=0), the sentinel for none and params)
     src = torch.where(value_ref | aug_target, ref_src, -1)
+    src = torch.cat([torch.full_like(src[:, :1], -1), torch.where(src >= T, T - 2 - src, src)], 1)
+    alias = torch.cat([torch.zeros_like(value_ref[:, :1]), value_ref & (ref_src >= 0)], 1)
     for _ in range(max(1, (T + 1).bit_length())):
-        nxt = gather(torch.cat([src, torch.full_like(src[:, :1], -1)], 1), src.clamp(min=0, max=T))
-        alias = value_ref & (ref_src >= 0)
-        follow = (src >= 0) & (src < T) & gather(torch.cat([alias, torch.zeros_like(alias[:, :1])], 1),
-                                                 src.clamp(min=0, max=T))
-        src = torch.where(follow, nxt, src)
+        at_src = (src + 1).clamp(min=0)
+        src = torch.where(alias.gather(1, at_src), src.gather(1, at_src), src)
+    src = src[:, 1:]
+    src = torch.where(src < -1, T - 2 - src, src)
 
     name_key = gather(tk.key, tr.name_tok)
     const_idx = _lookup(name_key, CONSTANT_NAMES)
