@@ -139,8 +139,9 @@ class ProgramBatch:
     def to_results(self, param_names: list[list[str]] | None = None) -> list[Program | CompileError]:
         """Unpack to host-side Programs and CompileErrors (one device-to-host copy)."""
         width = int(self.lengths.max()) if len(self) else 0  # only the used columns cross to the host
-        ops, args = self.ops[:, :width].cpu().tolist(), self.args[:, :width].cpu().tolist()
-        imm = self.imm[:, :width].cpu().tolist()
+        ops, imm = self.ops[:, :width].cpu().tolist(), self.imm[:, :width].cpu().tolist()
+        # three flat [B, width] lists zip into operand tuples faster than one nested [B, width, 3] list
+        a, b, c = (self.args[:, :width, j].cpu().tolist() for j in range(3))
         lengths, n_params, error = self.lengths.tolist(), self.n_params.tolist(), self.error.cpu().tolist()
         out: list[Program | CompileError] = []
         for i in range(len(ops)):
@@ -151,7 +152,7 @@ class ProgramBatch:
                 continue
             k = lengths[i]
             names = param_names[i] if param_names else [f"x{j}" for j in range(n_params[i])]
-            out.append(Program(list(map(OP_NAMES.__getitem__, ops[i][:k])), list(map(tuple, args[i][:k])),
+            out.append(Program(list(map(OP_NAMES.__getitem__, ops[i][:k])), list(zip(a[i][:k], b[i][:k], c[i][:k])),
                                imm[i][:k], n_params[i], names))
         return out
 

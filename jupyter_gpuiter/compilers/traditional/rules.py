@@ -65,8 +65,18 @@ NAMESPACE_KEYS = [pack_key(n) for n in spec.NAMESPACES]
 OPERAND_END = [K["name"], K["number"], K["string"], K["True"], K["False"], K[")"]]
 
 
+_MEMBERSHIP: dict = {}
+
+
 def isin(x: torch.Tensor, values) -> torch.Tensor:
-    return torch.isin(x, torch.tensor(list(values), device=x.device))
+    """x in values, for token kinds and node types (non-negative, below the number of token kinds):
+    one lookup in a cached boolean table."""
+    key = (tuple(values), x.device)
+    if key not in _MEMBERSHIP:
+        table = torch.zeros(len(spec.TOKEN_KINDS), dtype=torch.bool, device=x.device)
+        table[list(values)] = True
+        _MEMBERSHIP[key] = table
+    return _MEMBERSHIP[key][x]
 
 
 @dataclass
@@ -185,7 +195,7 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     is_str = kind == K["string"]
     fail(is_str & tk.prefix_bad, MESSAGES[17][1])
     fail(is_str & ~tk.prefix_bad & ~docstring, MESSAGES[18][1])
-    dot_ok = (prev == K["name"]) & isin(prev_key, NAMESPACE_KEYS) & (nxt == K["name"])
+    dot_ok = (prev == K["name"]) & torch.isin(prev_key, torch.tensor(NAMESPACE_KEYS, device=kind.device)) & (nxt == K["name"])
     fail((kind == K["."]) & ~dot_ok, MESSAGES[19][1])
     fail((kind == K[","]) & ~in_call, MESSAGES[20][1])
     assigning = (kind == K["="]) | isin(kind, [K[a] for a in spec.AUG_ASSIGN])
