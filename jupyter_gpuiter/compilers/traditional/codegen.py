@@ -61,7 +61,7 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics):
     aug_here.scatter_(1, torch.where(aug, aug_tok, T), True)
     aug_here = aug_here[:, :T]
     n_inst = torch.where(aug_here, 1, n_inst)
-    end = torch.where(aug_here, gather(tr.node_end, gather(tr.stmt_value, tr.stmt_first.clamp(min=0)).clamp(min=0)),
+    end = torch.where(aug_here, gather(tr.node_end, gather(tr.stmt_value, tr.stmt_first)),
                       tr.node_end)
     depth = torch.where(aug_here, 0, tr.depth)  # the aug instruction comes after its whole statement
     key = torch.where(n_inst > 0, end * (T + 2) + (T + 1 - depth), 1 << 40)
@@ -74,7 +74,7 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics):
     value_reg = base + n_inst - 1
     # the register a node's value lives in (names: their binding's)
     src = sm.source
-    src_reg = torch.where(src >= T, src - T, gather(value_reg, src.clamp(min=0, max=T - 1)))
+    src_reg = torch.where(src >= T, src - T, gather(value_reg, src))
     reg = torch.where(src >= 0, src_reg, value_reg)
 
     reg_ext = torch.cat([torch.full_like(reg[:, :1], -1), reg], 1)  # a sentinel first column for "no node"
@@ -137,7 +137,7 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics):
     total = P + n_inst.sum(1)
     ret_stmt = torch.where((body & (tr.stmt_kind == 3)).any(1), (body & (tr.stmt_kind == 3)).long().argmax(1), 0)
     ret_val = gather(tr.stmt_value, ret_stmt)
-    ret_reg = gather(reg, ret_val.clamp(min=0))
+    ret_reg = gather(reg, ret_val)
     ops.scatter_(1, total[:, None].clamp(max=N), torch.full_like(total[:, None], OP_INDEX["ret"]))
     args[0].scatter_(1, total[:, None].clamp(max=N), ret_reg[:, None])
     return ops[:, :N], torch.stack(args, -1)[:, :N], imm[:, :N], imm_tok[:, :N], total + 1

@@ -169,10 +169,10 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
 
     L = nearest_smaller_left(rbp, lbp)
     R = nearest_smaller_right(lbp, rbp)
-    take_left = (L >= 0) & ((R >= T) | (gather(rbp, L.clamp(min=0)) >= gather(lbp, R.clamp(max=T - 1))))
+    take_left = (L >= 0) & ((R >= T) | (gather(rbp, L) >= gather(lbp, R)))
     parent_tok = torch.where(take_left, L, torch.where(R < T, R, -1))
     member = live & ~wall & ~rpar
-    parent_tok = torch.where(member & ~gather(wall, parent_tok.clamp(min=0)) & (parent_tok >= 0), parent_tok, -1)
+    parent_tok = torch.where(member & ~gather(wall, parent_tok) & (parent_tok >= 0), parent_tok, -1)
     root = member & (parent_tok < 0)
 
     # children slots of each node; values see through parentheses
@@ -187,7 +187,7 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
         vn = vn.gather(1, vn)
 
     def value(tok):
-        return torch.where(tok >= 0, gather(vn, tok.clamp(min=0)), -1)
+        return torch.where(tok >= 0, gather(vn, tok), -1)
 
     ntype = torch.full((B, T), N_NONE, dtype=torch.long, device=dev)
     ntype = torch.where(is_atom, torch.where(kind == K["name"], N_NAME, torch.where(kind == K["number"], N_NUM,
@@ -201,19 +201,19 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     callee_mask = torch.zeros((B, T + 1), dtype=torch.bool, device=dev)
     callee_mask.scatter_(1, torch.where(call & (left_of >= 0), left_of, T), True)
     ntype = torch.where(callee_mask[:, :T] & (ntype != N_NONE), N_CALLEE, ntype)
-    attr = torch.where(call, gather(attr, callee.clamp(min=0)), attr)
+    attr = torch.where(call, gather(attr, callee), attr)
     name_tok = torch.where(attr >= 0, attr, torch.where(call, callee, pos))
 
     if_node = torch.where(is_else, left_of, -1)
     child = torch.stack([
-        torch.where(is_else, value(gather(right_of, if_node.clamp(min=0))), value(torch.where(prefix, right_of,
+        torch.where(is_else, value(gather(right_of, if_node)), value(torch.where(prefix, right_of,
                                                                                               left_of))),
-        torch.where(is_else, value(gather(left_of, if_node.clamp(min=0))), value(right_of)),
+        torch.where(is_else, value(gather(left_of, if_node)), value(right_of)),
         torch.where(is_else, value(right_of), -1)], -1)
     child = torch.where((binary | prefix | is_else)[..., None], child, -1)
     left_raw = torch.where(binary, left_of, -1)
     is_cmp = binary & (prec_t[kind] == spec.PREC_CMP)
-    chained = is_cmp & gather(is_cmp, left_raw.clamp(min=0)) & (left_raw >= 0)
+    chained = is_cmp & gather(is_cmp, left_raw) & (left_raw >= 0)
 
     # call arguments: the roots hanging under the call's `(` or under its commas
     par = parent_tok.clamp(min=0)
@@ -243,19 +243,19 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
 
     # syntax: operands and operators alternate; `not`, `if`/`else` in their places
     p_tok = last_true(live, inclusive=False)
-    p_tok = torch.where((p_tok >= 0) & (gather(stmt_first, p_tok.clamp(min=0)) == stmt_first), p_tok, -1)
-    pk = gather(kind, p_tok.clamp(min=0))
+    p_tok = torch.where((p_tok >= 0) & (gather(stmt_first, p_tok) == stmt_first), p_tok, -1)
+    pk = gather(kind, p_tok)
     p_start = p_tok < 0
-    p_end = (p_tok >= 0) & (gather(is_atom, p_tok.clamp(min=0)) | gather(rpar, p_tok.clamp(min=0)))
-    p_open_paren = (p_tok >= 0) & gather(lpar, p_tok.clamp(min=0))
-    p_comma = (p_tok >= 0) & gather(comma, p_tok.clamp(min=0))
+    p_end = (p_tok >= 0) & (gather(is_atom, p_tok) | gather(rpar, p_tok))
+    p_open_paren = (p_tok >= 0) & gather(lpar, p_tok)
+    p_comma = (p_tok >= 0) & gather(comma, p_tok)
     starts_operand = is_atom | prefix | group
     after_operand = binary | rpar | comma | is_if | is_else | assign | aug | call
     bad = live & starts_operand & p_end
     bad |= live & after_operand & ~p_end & ~(rpar & (p_open_paren | p_comma))
     bad |= ret & ~p_start
     n_tok = next_true(live).clamp(max=T)
-    last_in_stmt = live & ((n_tok >= T) | (gather(stmt_first, n_tok.clamp(max=T - 1)) != stmt_first))
+    last_in_stmt = live & ((n_tok >= T) | (gather(stmt_first, n_tok) != stmt_first))
     bad |= last_in_stmt & ~(is_atom | rpar | ret)
     not_ctx = [K[k] for k in ("and", "or", "not", "if", "else", "(", ",", "=", "return")] + [K[a] for a in AUG_OPS]
     bad |= live & (kind == K["not"]) & ~isin(pk, not_ctx) & ~p_start
@@ -287,7 +287,7 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     bad |= body & (gather(n_aug, sf) > 0) & ((gather(n_asg, sf) > 0) | (gather(n_aug, sf) > 1))
     bad |= (assign | aug) & gather(ret, sf)  # `return x = 1`
     # targets: the roots just left of `=` / `op=`
-    r_wall_kind = gather(kind, R.clamp(max=T - 1))
+    r_wall_kind = gather(kind, R)
     tgt = root & (R < T) & ((r_wall_kind == K["="]) | isin(r_wall_kind, [K[a] for a in AUG_OPS]))
     tnode_type = gather(ntype, vn)
     target_ok = torch.where(r_wall_kind == K["="], isin(tnode_type, [N_NAME, N_ATTR, N_TUPLE]),

@@ -95,9 +95,9 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
 
     # statements after the parse: syntax errors first
     has_syntax = tr.syntax < BIG
-    sfirst = gather(tr.stmt_first, tr.syntax.clamp(max=T - 1))
+    sfirst = gather(tr.stmt_first, tr.syntax)
     syn_line = torch.where(header_bad, gather(tk.line, torch.zeros_like(ho)), gather(tk.line, sfirst))
-    syn_col = torch.where(header_bad, header_col, gather(tk.col, tr.syntax.clamp(max=T - 1)))
+    syn_col = torch.where(header_bad, header_col, gather(tk.col, tr.syntax))
     syntax = header_bad | has_syntax
     syntax_key = error_key(syn_line, syn_col, 0, KIND_CODES["syntax"], MSG["invalid syntax"])
 
@@ -108,7 +108,7 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     stmt_end = next_true(kind == K["newline"]).clamp(max=T)  # statement's NEWLINE
     stmt_end = torch.where(stmt_end < tk.count[:, None], stmt_end, tk.count[:, None])
     first = tr.body & (tr.stmt_first == pos)
-    skind = gather(tr.stmt_kind, tr.stmt_first.clamp(min=0))
+    skind = gather(tr.stmt_kind, tr.stmt_first)
     is_target = tr.target_of >= 0  # target atoms (at the atom's token)
     target_node = torch.where(is_target, tr.stmt_targets, -1)
     tnode_mask = torch.zeros((B, T + 1), dtype=torch.bool, device=dev)
@@ -125,8 +125,8 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     value_ref = name_node & ~tnode_mask
     ref_ev = value_ref | callee | aug_target
     bind_ev = is_param | asg_target | aug_target
-    stmt_val = gather(tr.stmt_value, tr.stmt_first.clamp(min=0))  # the statement's value node
-    aug_tok = gather(tr.stmt_aug, tr.stmt_first.clamp(min=0))
+    stmt_val = gather(tr.stmt_value, tr.stmt_first)  # the statement's value node
+    aug_tok = gather(tr.stmt_aug, tr.stmt_first)
     bind_src = torch.where(is_param, T + param_index, torch.where(aug_target, aug_tok, stmt_val))
     ev_time = torch.cat([torch.where(ref_ev, 2 * pos, BIG), torch.where(bind_ev, torch.where(
         is_param, 2 * pos, 2 * stmt_end + 1), BIG)], 1)
@@ -182,7 +182,7 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     fail(loose & (const_idx < 0) & (builtin_idx < 0), "name is not defined", expr_base)
     fail(aug_target & ~bound, "name is not defined", token_base(3 + 1))  # an aug target: depth 1
     # calls
-    callee_bound = plain_call & gather(bound, tr.callee.clamp(min=0))
+    callee_bound = plain_call & gather(bound, tr.callee)
     fail(callee_bound, "this is a variable here, not a function", expr_base)
     plain = calls & ~callee_bound
     fail(plain & (const_idx >= 0), "this is a constant, not a function", expr_base)
@@ -201,10 +201,10 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     ret_rank = is_ret.long().cumsum(1)
     after_return = first & ((ret_rank - is_ret.long()) > 0)
     fail(after_return, "code after return is never run", token_base(0))
-    fail(first & (skind == 1) & (gather(tr.n_targets, tr.stmt_first.clamp(min=0)) > 1),
+    fail(first & (skind == 1) & (gather(tr.n_targets, tr.stmt_first) > 1),
          "chained assignment: assign one name at a time", token_base(1))
-    tgt_line, tgt_col = at(gather(tr.node_start, target_node.clamp(min=0)))
-    fail(is_target & ~gather(name_node, target_node.clamp(min=0)), "can only assign to a plain name",
+    tgt_line, tgt_col = at(gather(tr.node_start, target_node))
+    fail(is_target & ~gather(name_node, target_node), "can only assign to a plain name",
          error_base(tgt_line, tgt_col, 1))
     fail(is_ret & (gather(tr.stmt_value, pos) < 0), "return needs a value", token_base(1))
     fail(first & (skind == 4), "an expression on its own has no effect: assign or return it", token_base(1))
