@@ -4,6 +4,7 @@ The DFA is written as one readable Python function, `step(state, byte)`, and tab
 inputs (256 bytes + EOF), tinygrad-style: the pass that runs on tensors only looks up tables.
 Per (state, byte) the table gives the next state, whether the byte starts a new token, and a lexical
 error code with where it is reported (at this byte, at the byte before, or at the token's start).
+Raw strings (an r in the prefix) have their own string states, so escape checks need only the state.
 """
 
 from __future__ import annotations
@@ -42,14 +43,15 @@ NUMBER_STATES = ["n_zero1", "n_zero", "n_zero_us", "n_lz", "n_lz_us", "n_int", "
                  "n_frac_us", "n_exp", "n_exp_sign", "n_exp_dig", "n_exp_us", "n_hex_pfx", "n_hex_us", "n_hex",
                  "n_oct_pfx", "n_oct_us", "n_oct", "n_bin_pfx", "n_bin_us", "n_bin"]
 NUMBER_ACCEPTING = {"n_zero1", "n_zero", "n_int", "n_frac_start", "n_frac", "n_exp_dig", "n_hex", "n_oct", "n_bin"}
-_STRING_STATES = [f"{s}_{q}" for q in ("sq", "dq") for s in
+_QUOTES = ("sq", "dq", "rsq", "rdq")  # ' and ", plain and raw
+_STRING_STATES = [f"{s}_{q}" for q in _QUOTES for s in
                   ("open1", "open2", "s", "s_esc", "t", "t_esc", "t_q1", "t_q2")] + ["str_done"]
 NAME_STATES = ["name", "p_r", "p_u", "p_b", "p_f", "p_rb", "p_rf"]
 OP_STATES = ["op:" + p for p in sorted(_OP_PREFIXES)] + ["dot", "dot2", "dot3"]
 STATES = ["start", "nl", "cont", "comment", "bs", "error", "eof"] + NAME_STATES + NUMBER_STATES + OP_STATES + \
     _STRING_STATES
 STATE = {s: i for i, s in enumerate(STATES)}
-ESCAPE_STATES = [s for s in _STRING_STATES if "_esc_" in s]
+ESCAPE_STATES = [s for s in _STRING_STATES if "_esc_" in s and not s.endswith(("_rsq", "_rdq"))]  # not raw
 
 _DIGIT_SETS = {"hex": HEX, "oct": set("01234567"), "bin": set("01")}
 
@@ -123,7 +125,7 @@ def _string_step(state: str, b: int) -> tuple[str, int, int] | None:
     if state == "str_done":
         return None
     kind, q = state.rsplit("_", 1)
-    quote = "'" if q == "sq" else '"'
+    quote = "'" if q.endswith("sq") else '"'
     c = chr(b) if b < 128 else "\x80"
     if state.startswith("open2") and c != quote:
         return None  # the empty string '' ended
@@ -171,7 +173,8 @@ def step(state: str, b: int) -> tuple[str, bool, int, int]:
         return _new_token(b)
     if state in NAME_STATES:
         if state != "name" and c and c in "'\"":
-            return ("open1_sq" if c == "'" else "open1_dq"), False, E_NONE, AT_BYTE
+            q = ("r" if state in ("p_r", "p_rb", "p_rf") else "") + ("sq" if c == "'" else "dq")
+            return f"open1_{q}", False, E_NONE, AT_BYTE
         if c and c in NAME_CHARS:
             return _PREFIX_NEXT.get((state, c.lower()), "name"), False, E_NONE, AT_BYTE
         return _new_token(b)
@@ -205,7 +208,7 @@ def token_kind_of_state(state: str) -> str | None:
         return "name"
     if state in NUMBER_STATES:
         return "number"
-    if state in ("str_done", "open2_sq", "open2_dq"):
+    if state == "str_done" or state.startswith("open2_"):
         return "string"
     if state == "dot":
         return "."

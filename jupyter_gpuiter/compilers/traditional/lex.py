@@ -1,9 +1,12 @@
 """Pass 1, lex: bytes [B, L] -> tokens [B, T] (kind, byte span, line, col, name key and hash, number value).
 
-The DFA of dfa.py runs as one table lookup per byte position, vectorised over the batch (L steps of
-O(B) work; L <= 8 KiB by the language's limits). Everything after the scan is O(B*L) tensor work with
-no Python loop over programs and no host synchronisation: token boundaries from the transition flags,
-paren depth and NEWLINE tokens by prefix sums, compaction by a scatter at cumsum indices.
+The DFA of dfa.py runs over byte classes two bytes at a time: L/2 steps, each one add and one table
+lookup over the batch (L <= 8 KiB by the language's limits); the odd positions follow in one vectorised
+lookup. Everything else is a few dozen O(B*L) tensor ops and O(B*T) ones after compaction, with no
+Python loop over programs and no host synchronisation but the one read that sizes T: per-byte facts
+(token start, boundary, error, paren, newline, number digit) are table lookups on the transition
+index, token ends and line starts are scatters at prefix-count slots, and token fields are gathers
+at the compacted token starts.
 """
 
 from __future__ import annotations
@@ -14,29 +17,90 @@ import torch
 
 from ...lang import spec
 from . import dfa
-from .common import BIG, gather, last_true, lookup, next_true
+from .common import BIG, gather, lookup
 
 _TABLES: dict = {}
+_NUMBER_DIGITS = {"n_zero1": 1, "n_zero": 1, "n_lz": 1, "n_int": 1, "n_frac": 1 + (1 << 16), "n_exp_dig": 1 + (1 << 32)}
+_MINUS = 1 << 48
+_BAD_ESCAPES = set(b"xuUN")
+_MASK16 = (1 << 16) - 1
+_MASK32 = (1 << 32) - 1
+
+
+def _build_tables() -> dict:
+    """Per-transition tables [C * S] (byte class major) and the byte -> class map, as Python lists.
+
+    Bytes with the same column in every table form one class (about 50 of the 257 inputs), which
+    makes the two-byte table [C * C * S] small."""
+    S, N = len(dfa.STATES), dfa.N_INPUTS
+    nxt, flags = dfa.build_tables()
+    kinds = [spec.TOK.get(dfa.token_kind_of_state(s) or "none", 0) for s in dfa.STATES]
+    kinds = [k if s not in dfa.NUMBER_STATES or s in dfa.NUMBER_ACCEPTING else 0 for k, s in zip(kinds, dfa.STATES)]
+    in_token = [dfa.token_kind_of_state(s) is not None or s in dfa.NUMBER_STATES or s.startswith(("open", "s_", "t_"))
+                for s in dfa.STATES]
+    esc = {dfa.STATE[s] for s in dfa.ESCAPE_STATES}
+    digit = {dfa.STATE[s]: v for s, v in _NUMBER_DIGITS.items()}
+    paren = {dfa.STATE["op:("]: 1, dfa.STATE["op:)"]: -1}
+    cols: dict = {}
+    for x in range(N):
+        col = []
+        for s in range(S):
+            n, f = nxt[s * N + x], flags[s * N + x]
+            col.append((n, f, s in esc and x in _BAD_ESCAPES, digit.get(n, 0) + (_MINUS if (s, x) == (dfa.STATE["n_exp"], 45)
+                                                                       else 0)))
+        cols.setdefault(tuple(col), []).append(x)
+    classes = list(cols)
+    byte_class = [0] * N
+    for c, col in enumerate(classes):
+        for x in cols[col]:
+            byte_class[x] = c
+    per = {k: [] for k in ("next", "flags", "start", "boundary", "err", "paren", "nl", "bad_escape", "number", "kind")}
+    for col in classes:
+        for s, (n, f, bad, num) in enumerate(col):
+            per["next"].append(n)
+            per["flags"].append(f)
+            per["start"].append(bool(f & 1))
+            per["boundary"].append(bool(f & 1) or not in_token[n])
+            per["err"].append(f >> 1 & 15 != 0)
+            per["paren"].append(paren.get(n, 0) if f & 1 else 0)
+            per["nl"].append(n == dfa.STATE["nl"])
+            per["bad_escape"].append(bad)
+            per["number"].append(num)
+            per["kind"].append(kinds[n])
+    C = len(classes)
+    pair = [0] * (C * C * S)
+    for c1 in range(C):
+        for c2 in range(C):
+            for s in range(S):
+                pair[(c1 * C + c2) * S + s] = per["next"][c2 * S + per["next"][c1 * S + s]]
+    per["pair"] = pair
+    per["class_offset"] = [c * S for c in byte_class]
+    per["C"] = C
+    return per
 
 
 def _tables(device):
     if device not in _TABLES:
-        nxt, flags = dfa.build_tables()
-        kinds = [spec.TOK.get(dfa.token_kind_of_state(s) or "none", 0) for s in dfa.STATES]
-        number_ok = [s not in dfa.NUMBER_STATES or s in dfa.NUMBER_ACCEPTING for s in dfa.STATES]
-        kinds = [k if ok else 0 for k, ok in zip(kinds, number_ok)]
-        in_token = [dfa.token_kind_of_state(s) is not None or s in dfa.NUMBER_STATES or s.startswith(("open", "s_", "t_"))
-                    for s in dfa.STATES]
-        esc = [s in dfa.ESCAPE_STATES for s in dfa.STATES]
-        _TABLES[device] = {
-            "next": torch.tensor(nxt, dtype=torch.int64, device=device),
-            "flags": torch.tensor(flags, dtype=torch.int64, device=device),
-            "kind": torch.tensor(kinds, dtype=torch.int64, device=device),
-            "in_token": torch.tensor(in_token, dtype=torch.bool, device=device),
-            "escape": torch.tensor(esc, dtype=torch.bool, device=device),
-            "nl": torch.tensor([s == "nl" for s in dfa.STATES], dtype=torch.bool, device=device),
-        }
+        t = _build_tables()
+        out = {"C": t.pop("C")}
+        for k, v in t.items():
+            out[k] = torch.tensor(v, dtype=torch.bool if isinstance(v[0], bool) else torch.int64, device=device)
+        out["crlf"] = torch.tensor([10 if x == 13 else x for x in range(256)], device=device)
+        out["digit"] = torch.tensor([x - 48 if 48 <= x <= 57 else 0 for x in range(256)], device=device)
+        out["line_char"] = torch.tensor([(x == 10) << 32 | ((x & 0xC0) != 0x80) for x in range(256)], device=device)
+        out["pow10"] = torch.tensor([10 ** k for k in range(19)] + [0], device=device)
+        _TABLES[device] = out
     return _TABLES[device]
+
+
+def _look(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """table[idx] for a 1-D table (a gather: several times faster than indexing on the CPU)."""
+    return table.expand(idx.shape[0], -1).gather(1, idx)
+
+
+def _first(mask: torch.Tensor) -> torch.Tensor:
+    """[B] index of the first True per row, or BIG."""
+    return torch.where(mask.amax(1), mask.view(torch.uint8).argmax(1), BIG)
 
 
 @dataclass
@@ -63,145 +127,144 @@ class Tokens:
     lengths: torch.Tensor  # [B]
 
 
-def normalize_newlines(data: torch.Tensor, lengths: torch.Tensor):
-    """CRLF -> LF, lone CR -> LF, on the device (as lexer.normalize_newlines does on the host)."""
+def normalize_newlines(data: torch.Tensor, lengths: torch.Tensor, width: int):
+    """CRLF -> LF, lone CR -> LF, on the device (as lexer.normalize_newlines does on the host).
+
+    Returns the DFA input [B, width] (normalised bytes, then EOF_BYTE) and the new lengths."""
     B, L = data.shape
-    b = data.long()
-    pos = torch.arange(L, device=data.device).expand(B, L)
-    nxt = torch.cat([b[:, 1:], torch.zeros_like(b[:, :1])], 1)
-    drop = (b == 13) & (nxt == 10)
-    keep = ~drop & (pos < lengths[:, None])
-    idx = torch.where(keep, keep.cumsum(1) - 1, torch.full_like(pos, L))
-    out = torch.zeros((B, L + 1), dtype=torch.long, device=data.device)
-    out.scatter_(1, idx, torch.where(b == 13, torch.full_like(b, 10), b))
-    return out[:, :L], keep.sum(1)
+    keep = torch.arange(L, device=data.device) < lengths[:, None]
+    keep[:, :-1] &= (data[:, :-1] != 13) | (data[:, 1:] != 10)
+    slot = keep.cumsum(1)
+    x = torch.full((B, width + 1), dfa.EOF_BYTE, dtype=torch.int64, device=data.device)
+    x.scatter_(1, slot * keep, _look(_tables(data.device)["crlf"], data.long()))  # dropped bytes go to slot 0
+    return x[:, 1:], slot[:, -1]
 
 
-def _run_dfa(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
-    """States after each input position: a scan over L, each step one gather over the batch."""
-    B, L = x.shape
-    xt = x.t().contiguous()
-    states = torch.empty((L, B), dtype=torch.int64, device=x.device)
+def _run_dfa(x: torch.Tensor, t: dict) -> torch.Tensor:
+    """The transition index (byte class * S + previous state) at each position of x [B, L], L even.
+
+    A scan over byte pairs, each step one add and one lookup in the two-byte table over the batch;
+    the states after even positions then follow in one lookup."""
+    B = x.shape[0]
+    offset = _look(t["class_offset"], x)
+    even, odd = offset[:, 0::2], offset[:, 1::2]
+    pair = even * t["C"] + odd  # (class pair) * S
+    after = torch.empty_like(pair)  # states after each odd position
+    idx = torch.empty(B, dtype=torch.int64, device=x.device)
     state = torch.zeros(B, dtype=torch.int64, device=x.device)
-    for i in range(L):
-        state = table[state * dfa.N_INPUTS + xt[i]]
-        states[i] = state
-    return states.t()
+    for p, a in zip(pair.unbind(1), after.unbind(1)):
+        torch.add(p, state, out=idx)
+        torch.index_select(t["pair"], 0, idx, out=a)
+        state = a
+    out = torch.empty_like(offset)
+    out[:, 0] = even[:, 0]
+    torch.add(even[:, 1:], after[:, :-1], out=out[:, 2::2])
+    torch.add(odd, _look(t["next"], out[:, 0::2]), out=out[:, 1::2])
+    return out
 
 
 def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     t = _tables(data.device)
-    data, lengths = normalize_newlines(data, lengths)
     B, L0 = data.shape
     L = L0 + 1  # room for the EOF position
-    b = torch.cat([data, torch.zeros_like(data[:, :1])], 1)
-    pos = torch.arange(L, device=data.device).expand(B, L)
-    x = torch.where(pos < lengths[:, None], b, torch.full_like(b, dfa.EOF_BYTE))
-    states = _run_dfa(x, t["next"])
-    prev = torch.cat([torch.zeros_like(states[:, :1]), states[:, :-1]], 1)
-    flags = t["flags"][prev * dfa.N_INPUTS + x]
-    starts = (flags & 1).bool()
-    err = (flags >> 1) & 15
-    where = flags >> 5
+    x, lengths = normalize_newlines(data, lengths, L + (L & 1))
+    b = x[:, :L] & 255
+    dev = data.device
+    pos = torch.arange(L, device=dev)
+    trans = _run_dfa(x, t)[:, :L]
+    starts = _look(t["start"], trans)
 
-    # token spans and kinds
-    boundary = starts | ~t["in_token"][states]
-    end_pos = next_true(boundary)  # for a start at i: where its token ends
-    last_start = last_true(starts)
-    end_state = gather(states, end_pos - 1)
-    kind = torch.where(starts, t["kind"][end_state], torch.zeros_like(states))
+    # the token at each byte ends at the next boundary: boundary positions by their count, gathered
+    boundary = _look(t["boundary"], trans)
+    n_bound = boundary.cumsum(1)
+    bound_at = torch.full((B, L + 2), L, dtype=torch.int64, device=dev)
+    bound_at.scatter_(1, n_bound * boundary, pos.expand(B, L))
+    end_pos = bound_at.gather(1, n_bound + 1)
 
     # lexical errors: the DFA's (a sink, so at most one), escapes in non-raw strings, unmatched ')'
-    big = torch.full((B,), BIG, device=data.device)
-    has = err != 0
-    det_dfa = torch.where(has.any(1), has.long().argmax(1), big)
-    code_dfa = gather(err, det_dfa[:, None])[:, 0]
-    where_dfa = gather(where, det_dfa[:, None])[:, 0]
-    tok_start_at = gather(last_true(starts), (det_dfa - 1)[:, None])[:, 0]
+    det_dfa = _first(_look(t["err"], trans))
+    at = det_dfa.clamp(max=L - 1)[:, None]
+    flags = t["flags"][trans.gather(1, at)[:, 0]]
+    code_dfa, where_dfa = (flags >> 1) & 15, flags >> 5
+    q = (det_dfa - 1).clamp(0, L - 1)[:, None]
+    tok_start_at = bound_at.gather(1, n_bound.gather(1, q))[:, 0]  # inside a token: its start is the last boundary
     rep_dfa = torch.where(where_dfa == dfa.AT_PREV, det_dfa - 1,
                           torch.where(where_dfa == dfa.AT_TOKEN, tok_start_at, det_dfa))
-    nxt_byte = torch.cat([b[:, 1:], torch.zeros_like(b[:, :1])], 1)
-    s0 = gather(b, last_start)
-    s1 = gather(b, last_start + 1)
-    raw = (s0 | 32 == ord("r")) | ((s0 != 39) & (s0 != 34) & (s1 | 32 == ord("r")))
-    bad_escape = t["escape"][states] & ~raw & (
-        (nxt_byte == ord("x")) | (nxt_byte == ord("u")) | (nxt_byte == ord("U")) | (nxt_byte == ord("N")))
-    det_esc = torch.where(bad_escape.any(1), bad_escape.long().argmax(1), big)
-    complete = starts & (kind != 0)
-    delta = torch.where(complete & (kind == spec.TOK["("]), 1, 0) - torch.where(complete & (kind == spec.TOK[")"]), 1, 0)
-    depth_after = delta.cumsum(1)
-    under = depth_after < 0
-    det_par = torch.where(under.any(1), under.long().argmax(1), big)
+    det_esc = _first(_look(t["bad_escape"], trans))  # at the byte after the backslash
+    det_esc = torch.where(det_esc < BIG, det_esc - 1, BIG)
+    delta = _look(t["paren"], trans)
+    depth = delta.cumsum(1)
+    det_par = _first(depth < 0)
     det = torch.stack([det_dfa, det_esc, det_par], 1)
-    first = det.argmin(1)
-    det_first = det.min(1).values
-    rep = torch.stack([rep_dfa, det_esc, det_par], 1).gather(1, first[:, None])[:, 0]
+    first = det.argmin(1)[:, None]
+    has_error = det.amin(1) < BIG
+    rep = torch.stack([rep_dfa, det_esc, det_par], 1).gather(1, first)[:, 0]
     code = torch.stack([code_dfa, torch.full_like(code_dfa, dfa.E_ESCAPE), torch.full_like(code_dfa, dfa.E_UNMATCHED)],
-                       1).gather(1, first[:, None])[:, 0]
-    has_error = det_first < BIG
-    code = torch.where(has_error, code, torch.zeros_like(code))
-    limit = torch.where(has_error, rep, big)[:, None]
+                       1).gather(1, first)[:, 0]
+    code = torch.where(has_error, code, 0)
+    limit = torch.where(has_error, rep, BIG)[:, None]
 
-    kept = complete & (end_pos <= limit)
-    depth_before = torch.where(kept, delta, 0).cumsum(1) - torch.where(kept, delta, 0)
+    # tokens before the first error, and NEWLINE tokens at line ends outside parens after a token. A
+    # token without a kind (an unfinished string or number) always ends at the DFA's error: it may
+    # end at the limit only when the state before that error has a kind.
+    unfinished = _look(t["kind"], trans.gather(1, (det_dfa - 1).clamp(0, L - 1)[:, None])) == 0
+    kept = starts & (end_pos < limit + ~((det_dfa[:, None] == limit) & unfinished))
     eof = (pos == lengths[:, None]) & ~has_error[:, None]
-    cand = (t["nl"][states] & (pos < limit) & (depth_before == 0)) | eof
-    count_tok = kept.long().cumsum(1)
-    prev_cand = torch.where(cand, count_tok, torch.zeros_like(count_tok)).cummax(1).values
-    prev_cand = torch.cat([torch.zeros_like(prev_cand[:, :1]), prev_cand[:, :-1]], 1)
-    newline = cand & (count_tok > prev_cand)
+    cand = (_look(t["nl"], trans) & (pos < limit) & (depth == delta)) | eof
+    n_cand = cand.cumsum(1)
+    has_token = torch.zeros((B, L + 2), dtype=torch.bool, device=dev)  # per stretch between candidates
+    has_token.scatter_(1, (n_cand + 1) * kept, kept)
+    newline = cand & has_token.gather(1, n_cand)
     selected = kept | newline
-
-    # line and column of every byte
-    is_nl = b == 10
-    line = 1 + is_nl.long().cumsum(1) - is_nl.long()
-    line_start = last_true(is_nl, inclusive=False) + 1
-    chars = ((b & 0xC0) != 0x80).long().cumsum(1)
-    chars_excl = chars - ((b & 0xC0) != 0x80).long()
-    col = chars_excl - gather(chars_excl, line_start) + 1
 
     # compaction to [B, T]: the one scalar read inside the pipeline sizes the token arrays to the
     # longest program's token count instead of its byte count (about 4x smaller)
-    T = max(1, min(int(selected.sum(1).max()), max_tokens))
-    idx = torch.where(selected, selected.long().cumsum(1) - 1, torch.full_like(pos, T))
-    idx = torch.where(idx < T, idx, torch.full_like(idx, T))
+    n_sel = selected.cumsum(1)
+    total = n_sel[:, -1]
+    T = max(1, min(int(total.max()), max_tokens))
+    slots = torch.zeros((B, T + 2), dtype=torch.int64, device=dev)
+    slots.scatter_(1, (n_sel * selected).clamp_(max=T + 1), pos.expand(B, L))  # slot 0 and T + 1 discard
+    tok_start = slots[:, 1:T + 1]
+    count = total.clamp(max=T)
+    truncated = total > T  # over the limits anyway; the end-of-file rules must not fire
+    valid = torch.arange(T, device=dev) < count[:, None]
+    is_newline = newline.gather(1, tok_start)
+    tok_end = torch.where(is_newline, tok_start + 1, end_pos.gather(1, tok_start)) * valid
+    tok_kind = torch.where(is_newline, spec.TOK["newline"], _look(t["kind"], trans.gather(1, (tok_end - 1).clamp(min=0))))
+    tok_kind = tok_kind * valid
 
-    def compact(v, fill=0):
-        out = torch.full((B, T + 1), fill, dtype=v.dtype, device=v.device)
-        out.scatter_(1, idx, v)
-        return out[:, :T]
+    # line and column: newlines and characters before each byte, and where each line starts
+    line_char = _look(t["line_char"], b).cumsum(1)
+    before = torch.cat([torch.zeros_like(line_char[:, :1]), line_char], 1)  # [B, L + 1]: counts over [0, i)
+    is_nl = b == 10
+    line_at = torch.zeros((B, L + 1), dtype=torch.int64, device=dev)
+    line_at.scatter_(1, (line_char >> 32) * is_nl, (pos + 1) * is_nl)  # line k starts at line_at[k - 1]
 
-    kind_all = torch.where(newline, torch.full_like(kind, spec.TOK["newline"]), kind)
-    tok_kind = compact(torch.where(selected, kind_all, torch.zeros_like(kind_all)))
-    tok_start = compact(pos)
-    tok_end = compact(torch.where(newline, pos + 1, end_pos).clamp(max=L))
-    tok_line = compact(line)
-    tok_col = compact(col)
-    tok_line_start = compact(line_start)
-    count = selected.sum(1).clamp(max=T)
-    truncated = selected.sum(1) > T  # over the limits anyway; the end-of-file rules must not fire
+    def place(p):  # (line, col, line start) of byte positions p
+        z = before.gather(1, p)
+        ls = line_at.gather(1, z >> 32)
+        return (z >> 32) + 1, (z & _MASK32) - (before.gather(1, ls) & _MASK32) + 1, ls
 
-    # names: packed key (keyword and builtin lookups) and a hash of the full text (identity)
+    tok_line, tok_col, tok_line_start = (v * valid for v in place(tok_start))
+    lex_line, lex_col, _ = (v[:, 0] for v in place(rep.clamp(0, L - 1)[:, None]))
+
+    # names: packed key (keyword and builtin lookups) and a hash of the full text (identity); the
+    # first 8 bytes of every token are one gather, read as one little-endian int64
     length = tok_end - tok_start
-    key = torch.zeros_like(tok_start)
-    for k in range(8):
-        byte_k = gather(b, tok_start + k)
-        key |= torch.where(k < length, byte_k, torch.zeros_like(byte_k)) << (8 * k)
-    key = torch.where(length <= 8, key, torch.full_like(key, -1))
+    ar8 = torch.arange(8, device=dev)
+    head = b.to(torch.uint8).gather(1, (tok_start[:, :, None] + ar8).clamp_(max=L - 1).view(B, T * 8)).view(B, T, 8)
+    key = (head * (ar8 < length[:, :, None])).view(torch.int64)[:, :, 0]
+    key = torch.where(length <= 8, key, -1)
     tok_hash = span_hash(b, tok_start, tok_end)
     kw = keyword_kinds(key)
-    is_name = tok_kind == spec.TOK["name"]
-    tok_kind = torch.where(is_name & (kw != 0), kw, tok_kind)
+    tok_kind = torch.where((tok_kind == spec.TOK["name"]) & (kw != 0), kw, tok_kind)
 
-    value, slow = _numbers(b, tok_start, tok_end, tok_kind == spec.TOK["number"])
-    p0 = gather(b, tok_start)
-    p1 = gather(b, tok_start + 1)
+    p0, p1 = head[:, :, 0], head[:, :, 1]
+    value, slow = _numbers(t, b, trans, end_pos, tok_start, tok_end, tok_kind == spec.TOK["number"], p1)
     bad_letter = lambda c: (c | 32 == ord("b")) | (c | 32 == ord("f"))
     prefix_bad = (tok_kind == spec.TOK["string"]) & (bad_letter(p0) | ((p0 != 39) & (p0 != 34) & bad_letter(p1)))
-    lex_line = gather(line, rep[:, None].clamp(max=L - 1))[:, 0]
-    lex_col = gather(col, rep[:, None].clamp(max=L - 1))[:, 0]
-    return Tokens(tok_kind, tok_start, tok_end, tok_line, tok_col, tok_line_start, key, tok_hash, value, slow, prefix_bad, count, truncated,
-                  code, lex_line, lex_col, b, lengths)
+    return Tokens(tok_kind, tok_start, tok_end, tok_line, tok_col, tok_line_start, key, tok_hash, value, slow, prefix_bad,
+                  count, truncated, code, lex_line, lex_col, b, lengths)
 
 
 def pack_key(word: str) -> int:
@@ -252,7 +315,7 @@ def span_hash(b, start, end):
     L = b.shape[1]
     fw, bw = _powers(L + 1, b.device)
     pre = torch.cat([torch.zeros_like(b[:, :1]), (b * fw[:L]).cumsum(1)], 1)
-    h = (gather(pre, end) - gather(pre, start)) * bw[start.clamp(0, L)]
+    h = (gather(pre, end) - gather(pre, start)) * _look(bw, start.clamp(0, L))
     h = h * _MIX  # spread short names over all 64 bits (users of the hash may keep only the top bits)
     return h ^ (h >> 29)
 
@@ -260,57 +323,33 @@ def span_hash(b, start, end):
 _POW10 = [10.0 ** k for k in range(23)]
 
 
-def _numbers(b, start, end, is_number):
+def _numbers(t, b, trans, end_pos, start, end, is_number, second):
     """Exact float64 values of decimal literals on the device (Clinger's fast path: an integer
     mantissa below 2^53 scaled by 10^k with |k| <= 22 is one correctly rounded operation); other
-    literals (hex/octal/binary, long mantissas, big exponents) are flagged for the host.
+    literals (hex/octal/binary, more than 18 digits, big exponents) are flagged for the host.
 
-    Works per byte with prefix sums: a token's digit sums are differences of row-wide sums taken
-    at its start and end (int64 arithmetic wraps, so the differences stay exact)."""
-    B, L = b.shape
-    pos = torch.arange(L, device=b.device).expand(B, L)
-    starts = torch.zeros((B, L), dtype=torch.bool, device=b.device)
-    starts.scatter_(1, start.clamp(0, L - 1), is_number)
-    tok_start = last_true(starts)
-    tok_end = torch.zeros((B, L), dtype=torch.long, device=b.device)
-    tok_end.scatter_(1, start.clamp(0, L - 1), torch.where(is_number, end, 0))
-    tok_end = gather(tok_end, tok_start.clamp(min=0))
-    inside = (tok_start >= 0) & (pos < tok_end)
-
-    def csum(x):  # inclusive prefix sums with a leading zero column: csum(x)[j] = sum of x[:j]
-        return torch.cat([torch.zeros_like(x[:, :1]), x.cumsum(1)], 1)
-
-    def seg(c, i, j):  # sum over [i, j) from a csum
-        return gather(c, j) - gather(c, i)
-
-    is_e = inside & ((b | 32) == ord("e"))
-    c_e, c_dot = csum(is_e.long()), csum((inside & (b == 46)).long())
-    ts = tok_start.clamp(min=0)
-    seen_e = (c_e[:, 1:] - gather(c_e, ts)) > 0
-    seen_dot = (c_dot[:, 1:] - gather(c_dot, ts)) > 0
-    digit = inside & (b >= 48) & (b <= 57)
-    mant, expo = digit & ~seen_e, digit & seen_e
-    c_mant, c_expo = csum(mant.long()), csum(expo.long())
-    mant_after = gather(c_mant, tok_end) - c_mant[:, 1:]
-    exp_after = gather(c_expo, tok_end) - c_expo[:, 1:]
-    d = (b - 48).clamp(0, 9)
-    p10 = torch.pow(10, torch.arange(19, device=b.device))
-    m_terms = torch.where(mant & (mant_after <= 18), d * p10[mant_after.clamp(0, 18)], 0)
-    e_terms = torch.where(expo & (exp_after <= 18), d * p10[exp_after.clamp(0, 18)], 0)
-    frac = csum((mant & seen_dot).long())
-    minus = csum((inside & seen_e & (b == 45)).long())
-    c_m, c_x = csum(m_terms), csum(e_terms)
-    s, e_ = start.clamp(0, L), end.clamp(0, L)
-    m = seg(c_m, s, e_)
-    e = seg(c_x, s, e_)
-    e = torch.where(seg(minus, s, e_) > 0, -e, e)
-    k = e - seg(frac, s, e_)
-    n_mant, n_exp = seg(c_mant, s, e_), seg(c_expo, s, e_)
-    second = gather(b, start + 1) | 32
+    Per byte, the DFA's transition says whether it is a digit of the mantissa, of the fraction or of
+    the exponent, or the exponent's minus: counts packed in 16-bit fields of one int64 prefix sum. A
+    digit weighs 10^(digits after it in its token), so one more prefix sum gives each token's digit
+    string as an integer (mantissa * 10^n_exp + exponent); int64 arithmetic wraps, so the differences
+    of prefix sums at token ends stay exact."""
+    code = _look(t["number"], trans)
+    counts = torch.cat([torch.zeros_like(code[:, :1]), code.cumsum(1)], 1)  # [B, L + 1]: over [0, i)
+    after = ((counts.gather(1, end_pos) - counts[:, 1:]) & _MASK16).clamp_(max=19)
+    term = _look(t["digit"], b) * _look(t["pow10"], after)
+    digits = torch.cat([torch.zeros_like(term[:, :1]), term.cumsum(1)], 1)
+    c = counts.gather(1, end) - counts.gather(1, start)
+    n_dig, n_frac, n_exp = c & _MASK16, (c >> 16) & _MASK16, (c >> 32) & _MASK16
+    v = digits.gather(1, end) - digits.gather(1, start)
+    scale = _look(t["pow10"], n_exp.clamp(max=18))
+    m = v // scale
+    e = v - m * scale
+    k = torch.where(c >> 48 != 0, -e, e) - n_frac
+    second = second | 32
     hexlike = (second == ord("x")) | (second == ord("o")) | (second == ord("b"))
-    slow = is_number & ((n_mant > 18) | (n_exp > 4) | (m >= 2 ** 53) | (k.abs() > 22) | hexlike)
+    slow = is_number & ((n_dig > 18) | (n_exp > 4) | (m >= 2 ** 53) | (k.abs() > 22) | hexlike)
     pow10 = torch.tensor(_POW10, dtype=torch.float64, device=b.device)[k.abs().clamp(max=22)]
     mf = m.to(torch.float64)
     value = torch.where(k >= 0, mf * pow10, mf / pow10)
-    value = torch.where(is_number & ~slow, value, torch.zeros_like(value))
+    value = torch.where(is_number & ~slow, value, 0.0)
     return value, slow
