@@ -20,7 +20,10 @@ from . import dfa
 from .common import BIG, gather, lookup
 
 _TABLES: dict = {}
-_NUMBER_DIGITS = {"n_zero1": 1, "n_zero": 1, "n_lz": 1, "n_int": 1, "n_frac": 1 + (1 << 16), "n_exp_dig": 1 + (1 << 32)}
+# what a transition into a number state adds to _numbers' packed counts: digits (bits 0-15), fraction
+# digits (16-31), exponent digits (32-47), and in bits 48-63 the exponent's minus (1) and a base prefix (2)
+_NUMBER_CODES = {"n_zero1": 1, "n_zero": 1, "n_lz": 1, "n_int": 1, "n_frac": 1 + (1 << 16), "n_exp_dig": 1 + (1 << 32),
+                 "n_hex_pfx": 2 << 48, "n_oct_pfx": 2 << 48, "n_bin_pfx": 2 << 48}
 _MINUS = 1 << 48
 _BAD_ESCAPES = set(b"xuUN")
 _MASK16 = (1 << 16) - 1
@@ -39,7 +42,7 @@ def _build_tables() -> dict:
     in_token = [dfa.token_kind_of_state(s) is not None or s in dfa.NUMBER_STATES or s.startswith(("open", "s_", "t_"))
                 for s in dfa.STATES]
     esc = {dfa.STATE[s] for s in dfa.ESCAPE_STATES}
-    digit = {dfa.STATE[s]: v for s, v in _NUMBER_DIGITS.items()}
+    digit = {dfa.STATE[s]: v for s, v in _NUMBER_CODES.items()}
     paren = {dfa.STATE["op:("]: 1, dfa.STATE["op:)"]: -1}
     cols: dict = {}
     for x in range(N):
@@ -88,7 +91,10 @@ def _tables(device):
         out["crlf"] = torch.tensor([10 if x == 13 else x for x in range(256)], device=device)
         out["digit"] = torch.tensor([x - 48 if 48 <= x <= 57 else 0 for x in range(256)], device=device)
         out["line_char"] = torch.tensor([(x == 10) << 32 | ((x & 0xC0) != 0x80) for x in range(256)], device=device)
+        out["byte_mask"] = torch.tensor([(1 << 8 * k) - 1 for k in range(8)] + [-1], device=device)
         out["pow10"] = torch.tensor([10 ** k for k in range(19)] + [0], device=device)
+        out["scale_up"] = torch.tensor([10.0 ** max(k, 0) for k in range(-22, 23)], dtype=torch.float64, device=device)
+        out["scale_down"] = torch.tensor([10.0 ** max(-k, 0) for k in range(-22, 23)], dtype=torch.float64, device=device)
         _TABLES[device] = out
     return _TABLES[device]
 
@@ -96,6 +102,17 @@ def _tables(device):
 def _look(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     """table[idx] for a 1-D table (a gather: several times faster than indexing on the CPU)."""
     return table.expand(idx.shape[0], -1).gather(1, idx)
+
+
+def _words(b: torch.Tensor) -> torch.Tensor:
+    """Bytes i..i+7 of each row as one little-endian int64 (zeros past the end), for every i: [B, 8 * n]
+    with n = ceil(L / 8), the word at i being column (i % 8) * n + i // 8. Eight shifted byte copies
+    viewed as int64, so one gather reads a token's first 8 bytes."""
+    B, L = b.shape
+    n = (L + 7) // 8
+    buf = torch.zeros((B, 8 * n + 8), dtype=torch.uint8, device=b.device)
+    buf[:, :L] = b
+    return buf.as_strided((B, 8, 8 * n), (8 * n + 8, 1, 1)).contiguous().view(torch.int64).view(B, 8 * n)
 
 
 def _first(mask: torch.Tensor) -> torch.Tensor:
@@ -237,8 +254,9 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     line_char = _look(t["line_char"], b).cumsum(1)
     before = torch.cat([torch.zeros_like(line_char[:, :1]), line_char], 1)  # [B, L + 1]: counts over [0, i)
     is_nl = b == 10
-    line_at = torch.zeros((B, L + 1), dtype=torch.int64, device=dev)
-    line_at.scatter_(1, (line_char >> 32) * is_nl, (pos + 1) * is_nl)  # line k starts at line_at[k - 1]
+    line_at = torch.empty((B, L + 1), dtype=torch.int64, device=dev)
+    line_at.scatter_(1, (line_char >> 32) * is_nl, (pos + 1).expand(B, L))  # line k + 1 starts at line_at[k]
+    line_at[:, 0] = 0  # (the other bytes' slot)
 
     def place(p):  # (line, col, line start) of byte positions p
         z = before.gather(1, p)
@@ -248,19 +266,16 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     tok_line, tok_col, tok_line_start = (v * valid for v in place(tok_start))
     lex_line, lex_col, _ = (v[:, 0] for v in place(rep.clamp(0, L - 1)[:, None]))
 
-    # names: packed key (keyword and builtin lookups) and a hash of the full text (identity); the
-    # first 8 bytes of every token are one gather, read as one little-endian int64
+    # names: packed key (keyword and builtin lookups) and a hash of the full text (identity)
     length = tok_end - tok_start
-    ar8 = torch.arange(8, device=dev)
-    head = b.to(torch.uint8).gather(1, (tok_start[:, :, None] + ar8).clamp_(max=L - 1).view(B, T * 8)).view(B, T, 8)
-    key = (head * (ar8 < length[:, :, None])).view(torch.int64)[:, :, 0]
-    key = torch.where(length <= 8, key, -1)
+    head = _words(b).gather(1, (tok_start & 7) * ((L + 7) // 8) + (tok_start >> 3))  # bytes start..start+7
+    key = torch.where(length <= 8, head & _look(t["byte_mask"], length.clamp(max=8)), -1)
     tok_hash = span_hash(b, tok_start, tok_end)
     kw = keyword_kinds(key)
     tok_kind = torch.where((tok_kind == spec.TOK["name"]) & (kw != 0), kw, tok_kind)
 
-    p0, p1 = head[:, :, 0], head[:, :, 1]
-    value, slow = _numbers(t, b, trans, end_pos, tok_start, tok_end, tok_kind == spec.TOK["number"], p1)
+    p0, p1 = head & 255, (head >> 8) & 255
+    value, slow = _numbers(t, b, trans, end_pos, tok_start, tok_end, tok_kind == spec.TOK["number"])
     bad_letter = lambda c: (c | 32 == ord("b")) | (c | 32 == ord("f"))
     prefix_bad = (tok_kind == spec.TOK["string"]) & (bad_letter(p0) | ((p0 != 39) & (p0 != 34) & bad_letter(p1)))
     return Tokens(tok_kind, tok_start, tok_end, tok_line, tok_col, tok_line_start, key, tok_hash, value, slow, prefix_bad,
@@ -323,13 +338,13 @@ def span_hash(b, start, end):
 _POW10 = [10.0 ** k for k in range(23)]
 
 
-def _numbers(t, b, trans, end_pos, start, end, is_number, second):
+def _numbers(t, b, trans, end_pos, start, end, is_number):
     """Exact float64 values of decimal literals on the device (Clinger's fast path: an integer
     mantissa below 2^53 scaled by 10^k with |k| <= 22 is one correctly rounded operation); other
     literals (hex/octal/binary, more than 18 digits, big exponents) are flagged for the host.
 
     Per byte, the DFA's transition says whether it is a digit of the mantissa, of the fraction or of
-    the exponent, or the exponent's minus: counts packed in 16-bit fields of one int64 prefix sum. A
+    the exponent, the exponent's minus or a base prefix: counts packed in one int64 prefix sum. A
     digit weighs 10^(digits after it in its token), so one more prefix sum gives each token's digit
     string as an integer (mantissa * 10^n_exp + exponent); int64 arithmetic wraps, so the differences
     of prefix sums at token ends stay exact."""
@@ -339,17 +354,14 @@ def _numbers(t, b, trans, end_pos, start, end, is_number, second):
     term = _look(t["digit"], b) * _look(t["pow10"], after)
     digits = torch.cat([torch.zeros_like(term[:, :1]), term.cumsum(1)], 1)
     c = counts.gather(1, end) - counts.gather(1, start)
-    n_dig, n_frac, n_exp = c & _MASK16, (c >> 16) & _MASK16, (c >> 32) & _MASK16
+    n_dig, n_frac, n_exp, top = c & _MASK16, (c >> 16) & _MASK16, (c >> 32) & _MASK16, c >> 48
     v = digits.gather(1, end) - digits.gather(1, start)
     scale = _look(t["pow10"], n_exp.clamp(max=18))
     m = v // scale
     e = v - m * scale
-    k = torch.where(c >> 48 != 0, -e, e) - n_frac
-    second = second | 32
-    hexlike = (second == ord("x")) | (second == ord("o")) | (second == ord("b"))
-    slow = is_number & ((n_dig > 18) | (n_exp > 4) | (m >= 2 ** 53) | (k.abs() > 22) | hexlike)
-    pow10 = torch.tensor(_POW10, dtype=torch.float64, device=b.device)[k.abs().clamp(max=22)]
-    mf = m.to(torch.float64)
-    value = torch.where(k >= 0, mf * pow10, mf / pow10)
+    k = torch.where((top & 1).bool(), -e, e) - n_frac
+    slow = is_number & ((n_dig > 18) | (n_exp > 4) | (m >= 2 ** 53) | (k.abs() > 22) | (top > 1))
+    k = (k + 22).clamp_(0, 44)
+    value = m.to(torch.float64) * _look(t["scale_up"], k) / _look(t["scale_down"], k)  # m * 10^k or m / 10^-k
     value = torch.where(is_number & ~slow, value, 0.0)
     return value, slow
