@@ -17,7 +17,7 @@ import torch
 
 from ...lang import spec
 from . import dfa
-from .common import BIG, gather, lookup
+from .common import BIG, gather
 
 _TABLES: dict = {}
 # what a transition into a number state adds to _numbers' packed counts: digits (bits 0-15), fraction
@@ -293,10 +293,31 @@ _KEYWORDS = list(spec.KEYWORDS) + list(spec.BAD_KEYWORDS)
 _KEYWORD_KINDS = [spec.TOK[w] for w in spec.KEYWORDS] + [spec.TOK["bad-keyword"]] * len(spec.BAD_KEYWORDS)
 
 
+_KEYWORD_SLOTS: dict = {}
+
+
+def _keyword_slots(device):
+    """A perfect hash of the keywords' keys: (multiplier, key per slot, kind per slot) with the slot the
+    top 10 bits of key * multiplier (mod 2^64); the multiplier is the first odd one without collisions."""
+    if device not in _KEYWORD_SLOTS:
+        keys = [pack_key(w) for w in _KEYWORDS]
+        for i in range(1, 1 << 16, 2):
+            mult = _signed(0x9E3779B97F4A7C15 * i)
+            slots = [(_signed(k * mult) >> 54) & 1023 for k in keys]
+            if len(set(slots)) == len(slots):
+                break
+        slot_key, slot_kind = [-1] * 1024, [0] * 1024
+        for k, kind, sl in zip(keys, _KEYWORD_KINDS, slots):
+            slot_key[sl], slot_kind[sl] = k, kind
+        _KEYWORD_SLOTS[device] = (mult, torch.tensor(slot_key, device=device), torch.tensor(slot_kind, device=device))
+    return _KEYWORD_SLOTS[device]
+
+
 def keyword_kinds(key: torch.Tensor) -> torch.Tensor:
     """Token kind for names that are keywords (0 for plain names)."""
-    kinds = lookup(key, [pack_key(w) for w in _KEYWORDS], _KEYWORD_KINDS)
-    return kinds.clamp(min=0)
+    mult, slot_key, slot_kind = _keyword_slots(key.device)
+    slot = ((key * mult) >> 54) & 1023
+    return torch.where(_look(slot_key, slot) == key, _look(slot_kind, slot), 0)
 
 
 _P = 0x100000001B3  # odd, so invertible modulo 2^64 (FNV's prime)
