@@ -17,7 +17,7 @@ import torch
 
 from ...lang import spec
 from . import dfa
-from .common import BIG, gather
+from .common import BIG
 
 _TABLES: dict = {}
 # what a transition into a number state adds to _numbers' packed counts: digits (bits 0-15), fraction
@@ -182,11 +182,11 @@ def _run_dfa(x: torch.Tensor, t: dict) -> torch.Tensor:
 
 def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     t = _tables(data.device)
+    dev = data.device
     B, L0 = data.shape
     L = L0 + 1  # room for the EOF position
-    x, lengths = normalize_newlines(data, lengths, L + (L & 1))
+    x, lengths = normalize_newlines(data, lengths, L + (L & 1))  # the DFA's steps take an even width
     b = x[:, :L] & 255
-    dev = data.device
     pos = torch.arange(L, device=dev)
     trans = _run_dfa(x, t)[:, :L]
     starts = _look(t["start"], trans)
@@ -351,7 +351,8 @@ def span_hash(b, start, end):
     L = b.shape[1]
     fw, bw = _powers(L + 1, b.device)
     pre = torch.cat([torch.zeros_like(b[:, :1]), (b * fw[:L]).cumsum(1)], 1)
-    h = (gather(pre, end) - gather(pre, start)) * _look(bw, start.clamp(0, L))
+    start, end = start.clamp(0, L), end.clamp(0, L)
+    h = (pre.gather(1, end) - pre.gather(1, start)) * _look(bw, start)
     h = h * _MIX  # spread short names over all 64 bits (users of the hash may keep only the top bits)
     return h ^ (h >> 29)
 
