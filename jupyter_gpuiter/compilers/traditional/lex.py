@@ -142,6 +142,7 @@ class Tokens:
     lex_col: torch.Tensor  # [B]
     data_padded: torch.Tensor  # normalised bytes [B, L + 1]
     lengths: torch.Tensor  # [B]
+    hash_prefix: torch.Tensor  # [B, L + 2] hash_prefix(data_padded), for hashes of other spans
 
 
 def normalize_newlines(data: torch.Tensor, lengths: torch.Tensor, width: int):
@@ -270,7 +271,8 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     length = tok_end - tok_start
     head = _words(b).gather(1, (tok_start & 7) * ((L + 7) // 8) + (tok_start >> 3))  # bytes start..start+7
     key = torch.where(length <= 8, head & _look(t["byte_mask"], length.clamp(max=8)), -1)
-    tok_hash = span_hash(b, tok_start, tok_end)
+    prefix = hash_prefix(b)
+    tok_hash = span_hash(prefix, tok_start, tok_end)
     kw = keyword_kinds(key)
     tok_kind = torch.where((tok_kind == spec.TOK["name"]) & (kw != 0), kw, tok_kind)
 
@@ -279,7 +281,7 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     bad_letter = lambda c: (c | 32 == ord("b")) | (c | 32 == ord("f"))
     prefix_bad = (tok_kind == spec.TOK["string"]) & (bad_letter(p0) | ((p0 != 39) & (p0 != 34) & bad_letter(p1)))
     return Tokens(tok_kind, tok_start, tok_end, tok_line, tok_col, tok_line_start, key, tok_hash, value, slow, prefix_bad,
-                  count, truncated, code, lex_line, lex_col, b, lengths)
+                  count, truncated, code, lex_line, lex_col, b, lengths, prefix)
 
 
 def pack_key(word: str) -> int:
@@ -345,14 +347,20 @@ def _powers(n: int, device) -> tuple[torch.Tensor, torch.Tensor]:
     return have[0][:n], have[1][:n]
 
 
-def span_hash(b, start, end):
-    """A 64-bit polynomial hash of each span [start, end) of bytes: sums of b[j] * P^j modulo 2^64
-    (int64 arithmetic wraps), differences of prefix sums, shifted back by P^-start."""
+def hash_prefix(b: torch.Tensor) -> torch.Tensor:
+    """[B, L + 1] prefix sums of b[j] * P^j modulo 2^64 (int64 arithmetic wraps), from 0."""
     L = b.shape[1]
-    fw, bw = _powers(L + 1, b.device)
-    pre = torch.cat([torch.zeros_like(b[:, :1]), (b * fw[:L]).cumsum(1)], 1)
+    fw, _ = _powers(L + 1, b.device)
+    return torch.cat([torch.zeros_like(b[:, :1]), (b * fw[:L]).cumsum(1)], 1)
+
+
+def span_hash(prefix: torch.Tensor, start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
+    """A 64-bit polynomial hash of each span [start, end) of bytes: differences of the hash_prefix sums,
+    shifted back by P^-start."""
+    L = prefix.shape[1] - 1
+    _, bw = _powers(L + 1, prefix.device)
     start, end = start.clamp(0, L), end.clamp(0, L)
-    h = (pre.gather(1, end) - pre.gather(1, start)) * _look(bw, start)
+    h = (prefix.gather(1, end) - prefix.gather(1, start)) * _look(bw, start)
     h = h * _MIX  # spread short names over all 64 bits (users of the hash may keep only the top bits)
     return h ^ (h >> 29)
 

@@ -154,7 +154,7 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
 
     # indentation, compared as hashes of the bytes between the line start and the first token
     indent_len = tk.start - tk.line_start
-    indent_hash = span_hash(tk.data_padded, tk.line_start, tk.start)
+    indent_hash = span_hash(tk.hash_prefix, tk.line_start, tk.start)
     lid = line_id
     body_first = line_start_tok & (lid == 1)
     bi_len = gather(indent_len, first_true(body_first))
