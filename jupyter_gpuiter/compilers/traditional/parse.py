@@ -31,9 +31,9 @@ from dataclasses import dataclass
 import torch
 
 from ...lang import spec
-from .common import BIG, gather, last_true, next_true, positions, shift_left, shift_right
+from .common import BIG, gather, last_true, positions, shift_left, shift_right
 from .lex import Tokens
-from .rules import OPERAND_END, Structure, isin
+from .rules import OPERAND_END, Structure
 
 K = spec.TOK
 N_NONE, N_NAME, N_NUM, N_BOOL, N_ATTR, N_BIN, N_PRE, N_TERN, N_CALL, N_TUPLE, N_GROUP, N_SEP, N_CALLEE = range(13)
@@ -44,11 +44,74 @@ AUG_OPS = list(spec.AUG_ASSIGN)
 BIN_PREC = {op: b.prec for op, b in spec.BINARY_OPS.items()}
 
 
-def _table(mapping: dict, default, device) -> torch.Tensor:
-    t = torch.full((len(spec.TOKEN_KINDS),), default, dtype=torch.long, device=device)
-    for k, v in mapping.items():
-        t[K[k]] = v
-    return t
+def _lut(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """table[idx] for a small 1-D table (index_select on the flat indices is much cheaper on CPU)."""
+    return table.index_select(0, idx.reshape(-1)).view(idx.shape)
+
+
+# Token classes: the token kinds, plus the kinds whose role depends on context.
+NK = len(spec.TOKEN_KINDS)
+C_PREFIX, C_CALL, C_DEAD, C_WALL = NK, NK + 1, NK + 2, NK + 3  # prefix +/-, call `(`, after a dot, not body
+_FAR = 1 << 40  # offset of an infinite binding power (clamped to INF)
+
+
+def _class_tables() -> dict:
+    """Per token class: lbp and rbp offsets from the level's base, node type and flags."""
+    n = NK + 4
+    lb, rb, nt = [_FAR] * n, [_FAR] * n, [N_NONE] * n
+    flags = {f: [False] * n for f in ("binary", "prefix", "atom", "aug", "cmp", "wall")}
+    for op, prec in BIN_PREC.items():
+        k = K[op]
+        ra = int(op == "**")
+        lb[k], rb[k], nt[k] = prec * 4 + ra, prec * 4 + 1 - ra, N_BIN
+        flags["binary"][k] = True
+        flags["cmp"][k] = prec == spec.PREC_CMP
+    for c, prec in ((K["not"], spec.PREC_NOT), (C_PREFIX, spec.PREC_UNARY)):
+        rb[c], nt[c] = prec * 4, N_PRE
+        flags["prefix"][c] = True
+    lb[C_CALL], rb[C_CALL], nt[C_CALL] = S - 4, S - 2, N_CALL
+    rb[K["("]], nt[K["("]] = S - 2, N_TUPLE  # a group; N_GROUP where it holds a value
+    lb[K[")"]] = S - 2
+    lb[K[","]], rb[K[","]], nt[K[","]] = 0, 1, N_SEP
+    lb[K["if"]], rb[K["if"]], nt[K["if"]] = 6, 7, N_SEP
+    lb[K["else"]], rb[K["else"]], nt[K["else"]] = 5, 4, N_TERN
+    for k, t in (("name", N_NAME), ("number", N_NUM), ("True", N_BOOL), ("False", N_BOOL)):
+        nt[K[k]] = t
+        flags["atom"][K[k]] = True
+    for a in AUG_OPS:
+        flags["aug"][K[a]] = True
+    for c in [K["="], K["return"], C_WALL] + [K[a] for a in AUG_OPS]:
+        flags["wall"][c] = True
+    def of(*cs):
+        return [any(f[c] for f in cs) for c in range(n)]
+
+    def having(cs):
+        return [c in cs for c in range(n)]
+
+    lpar, rpar, comma = having([K["("], C_CALL]), having([K[")"]]), having([K[","]])
+    flags["starts"] = of(flags["atom"], flags["prefix"], having([K["("]]))
+    flags["after"] = of(flags["binary"], rpar, comma, flags["aug"], having([K[k] for k in ("if", "else", "=")] + [C_CALL]))
+    flags["end"] = of(flags["atom"], rpar)  # ends an operand
+    flags["last_ok"] = of(flags["end"], having([K["return"]]))
+    flags["lpar"] = lpar
+    flags["not_ctx"] = of(lpar, flags["aug"], having([K[k] for k in ("and", "or", "not", "if", "else", ",", "=", "return")]))
+    flags["operand_end"] = having(OPERAND_END)  # by kind
+    flags["assigns"] = of(flags["aug"], having([K["="]]))  # by kind
+    flags["target_eq"] = having([N_NAME, N_ATTR, N_TUPLE])  # by node type
+    flags["target_aug"] = having([N_NAME, N_ATTR])
+    out = {"lb": torch.tensor(lb), "rb": torch.tensor(rb), "nt": torch.tensor(nt)}
+    out.update({f: torch.tensor(v) for f, v in flags.items()})
+    return out
+
+
+_CLASS_TABLES = _class_tables()
+_DEVICE_TABLES: dict = {}
+
+
+def _tables(device) -> dict:
+    if device not in _DEVICE_TABLES:
+        _DEVICE_TABLES[device] = {k: v.to(device) for k, v in _CLASS_TABLES.items()}
+    return _DEVICE_TABLES[device]
 
 
 @dataclass
@@ -76,48 +139,45 @@ class Tree:
     syntax: torch.Tensor  # [B] first bad token (BIG = none)
 
 
-def _sparse_min(x: torch.Tensor, levels: int) -> list[torch.Tensor]:
-    """table[k][:, j] = min(x[:, j : j + 2^k]) for every window inside x (level k is 2^k - 1 shorter)."""
-    table = [x]
-    for k in range(1, levels):
-        prev, step = table[-1], 1 << (k - 1)
-        table.append(torch.minimum(prev[:, :-step], prev[:, step:]))
-    return table
+def nearest_smaller(rbp: torch.Tensor, lbp: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(L, R): L(i) = max j < i with rbp[j] < lbp[i], or -1; R(i) = min k > i with lbp[k] < rbp[i], or T.
 
-
-def nearest_smaller_left(rbp: torch.Tensor, lbp: torch.Tensor) -> torch.Tensor:
-    """L(i) = max j < i with rbp[j] < lbp[i], or -1: binary lifting over a sparse table of minima.
-
-    rbp is padded on the left with one longest step of -BIG, so a step past the start fails the
-    comparison by itself: each level is one gather, one compare and one select, with no bounds checks."""
+    Binary lifting over sparse tables of minima of rbp padded on the left and lbp padded on the
+    right by one longest step of a value below every binding power, so a step past either end fails
+    the comparison by itself: each level is one gather, one compare and one add per side, with no
+    bounds checks. Values are int32 (binding powers fit) to halve the memory traffic."""
     B, T = rbp.shape
     levels = max(1, T.bit_length())
     pad = 1 << (levels - 1)
-    table = _sparse_min(torch.cat([torch.full((B, pad), -BIG, dtype=rbp.dtype, device=rbp.device), rbp], 1), levels)
-    j = positions(rbp) + pad  # padded coordinates; invariant: rbp[j : i] >= lbp[i]
+    r32, l32 = rbp.int(), lbp.int()
+    fill = torch.full((B, pad), -(1 << 31), dtype=torch.int32, device=rbp.device)
+    left, right = [torch.cat([fill, r32], 1)], [torch.cat([l32, fill], 1)]
+    for k in range(1, levels):  # level k, column j: min over columns j .. j + 2^k - 1
+        step = 1 << (k - 1)
+        a, b = left[-1], right[-1]
+        left.append(torch.minimum(a[:, :-step], a[:, step:]))
+        right.append(torch.minimum(b[:, :-step], b[:, step:]))
+    pos = positions(rbp)
+    j = pos + pad  # padded coordinates; invariant: rbp[j : i] >= lbp[i]
+    m = pos + 1  # invariant: lbp[i + 1 : m] >= rbp[i]
     for k in range(levels - 1, -1, -1):
-        start = j - (1 << k)
-        j = torch.where(table[k].gather(1, start) >= lbp, start, j)
-    return j - (pad + 1)
-
-
-def nearest_smaller_right(lbp: torch.Tensor, rbp: torch.Tensor) -> torch.Tensor:
-    """R(i) = min k > i with lbp[k] < rbp[i], or T."""
-    T = lbp.shape[1]
-    flipped = nearest_smaller_left(lbp.flip(1), rbp.flip(1))
-    return (T - 1 - flipped).flip(1)
+        step = 1 << k
+        j = j - (left[k].gather(1, j - step) >= l32).long() * step
+        m = m + (right[k].gather(1, m) >= r32).long() * step
+    return j - (pad + 1), m
 
 
 def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     kind = tk.kind
     dev = kind.device
     B, T = kind.shape
+    tab = _tables(dev)
     pos = positions(kind)
     lid = st.line_id
-    is_nl = kind == K["newline"]
     ol = st.one_line[:, None]
     hc = st.header_colon[:, None]
-    body = st.valid & ~is_nl & ~st.docstring & torch.where(ol, (lid == 0) & (pos > hc), lid >= 1) & ok[:, None]
+    body = (st.valid & (kind != K["newline"]) & ~st.docstring & torch.where(ol, (lid == 0) & (pos > hc), lid >= 1)
+            & ok[:, None])
     stmt_start = body & (shift_right(~body, True) | (shift_right(lid, -1) != lid))
     stmt_first = torch.where(body, last_true(stmt_start), -1)
 
@@ -128,47 +188,33 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     attr = torch.where(ns, pos + 2, -1)
     live = body & ~dead
 
+    # each token's class: its kind, or the role its context gives it
     prev_raw = shift_right(kind, K["newline"])
-    is_atom = live & isin(kind, [K["name"], K["number"], K["True"], K["False"]])
-    prefix = live & ((((kind == K["-"]) | (kind == K["+"])) & ~isin(prev_raw, OPERAND_END)) | (kind == K["not"]))
-    prec_t = _table(BIN_PREC, 0, dev)
-    binary = live & (prec_t[kind] > 0) & ~prefix
-    lpar, rpar = live & (kind == K["("]), live & (kind == K[")"])
-    call = lpar & st.is_call
-    group = lpar & ~st.is_call
-    comma = live & (kind == K[","])
-    is_if, is_else = live & (kind == K["if"]), live & (kind == K["else"])
-    assign = live & (kind == K["="])
-    aug = live & isin(kind, [K[a] for a in AUG_OPS])
-    ret = live & (kind == K["return"])
-    wall = ~body | assign | aug | ret
+    pm_prefix = ((kind == K["-"]) | (kind == K["+"])) & ~_lut(tab["operand_end"], prev_raw)
+    cls = torch.where(pm_prefix, C_PREFIX, kind)
+    cls = torch.where(st.is_call, C_CALL, cls)
+    cls = torch.where(dead, C_DEAD, cls)
+    cls = torch.where(body, cls, C_WALL)
+    prefix = _lut(tab["prefix"], cls)
+    binary = _lut(tab["binary"], cls)
+    wall = _lut(tab["wall"], cls)
+    aug = _lut(tab["aug"], cls)
+    call = cls == C_CALL
+    group = cls == K["("]
+    rpar = cls == K[")"]
+    comma = cls == K[","]
+    is_if, is_else = cls == K["if"], cls == K["else"]
+    assign = cls == K["="]
+    ret = cls == K["return"]
 
     # nesting level: parentheses, plus the conditions of ternaries (between `if` and `else`)
-    tern = is_if.long().cumsum(1) - is_if.long() - (is_else.long().cumsum(1))
-    level = st.depth - rpar.long() + tern
-    base = level * S
-    p4 = prec_t[kind] * 4
-    right_assoc = kind == K["**"]
-    lbp = torch.full((B, T), INF, dtype=torch.long, device=dev)
-    rbp = torch.full((B, T), INF, dtype=torch.long, device=dev)
-    lbp = torch.where(binary, base + p4 + right_assoc.long(), lbp)
-    rbp = torch.where(binary, base + p4 + 1 - right_assoc.long(), rbp)
-    unary_prec = torch.where(kind == K["not"], spec.PREC_NOT, spec.PREC_UNARY) * 4
-    rbp = torch.where(prefix, base + unary_prec, rbp)
-    lbp = torch.where(call, base + S - 4, lbp)
-    rbp = torch.where(lpar, base + S - 2, rbp)
-    lbp = torch.where(rpar, base + S - 2, lbp)
-    lbp = torch.where(comma, base, lbp)
-    rbp = torch.where(comma, base + 1, rbp)
-    lbp = torch.where(is_if, base + 6, lbp)
-    rbp = torch.where(is_if, base + 7, rbp)
-    lbp = torch.where(is_else, base + 5, lbp)
-    rbp = torch.where(is_else, base + 4, rbp)
-    lbp = torch.where(wall, WALL, lbp)
-    rbp = torch.where(wall, WALL, rbp)
+    ifs = is_if.long()
+    tern = ifs.cumsum(1) - ifs - is_else.long().cumsum(1)
+    base = (st.depth - rpar.long() + tern) * S
+    lbp = torch.where(wall, WALL, (base + _lut(tab["lb"], cls)).clamp_(max=INF))
+    rbp = torch.where(wall, WALL, (base + _lut(tab["rb"], cls)).clamp_(max=INF))
 
-    L = nearest_smaller_left(rbp, lbp)
-    R = nearest_smaller_right(lbp, rbp)
+    L, R = nearest_smaller(rbp, lbp)
     take_left = (L >= 0) & ((R >= T) | (gather(rbp, L) >= gather(lbp, R)))
     parent_tok = torch.where(take_left, L, torch.where(R < T, R, -1))
     member = live & ~wall & ~rpar
@@ -185,18 +231,11 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     vn = torch.where(group & (right_of >= 0), right_of, pos)
     for _ in range(max(1, (spec.MAX_NESTING + 1).bit_length())):
         vn = vn.gather(1, vn)
+    vn_ext = torch.cat([torch.full_like(vn[:, :1], -1), vn], 1)  # value of token t at t + 1; -1 at 0
 
-    def value(tok):
-        return torch.where(tok >= 0, gather(vn, tok), -1)
-
-    ntype = torch.full((B, T), N_NONE, dtype=torch.long, device=dev)
-    ntype = torch.where(is_atom, torch.where(kind == K["name"], N_NAME, torch.where(kind == K["number"], N_NUM,
-                                                                                     N_BOOL)), ntype)
-    ntype = torch.where(ns, N_ATTR, ntype)
-    ntype = torch.where(binary, N_BIN, torch.where(prefix, N_PRE, ntype))
-    ntype = torch.where(call, N_CALL, ntype)
-    ntype = torch.where(group, torch.where(right_of >= 0, N_GROUP, N_TUPLE), ntype)
-    ntype = torch.where(is_else, N_TERN, torch.where(comma | is_if, N_SEP, ntype))
+    nt0 = _lut(tab["nt"], cls)
+    ntype = torch.where(ns & (nt0 <= N_BOOL), N_ATTR, nt0)
+    ntype = torch.where(group & (right_of >= 0), N_GROUP, ntype)
     callee = torch.where(call, left_of, -1)
     callee_mask = torch.zeros((B, T + 1), dtype=torch.bool, device=dev)
     callee_mask.scatter_(1, torch.where(call & (left_of >= 0), left_of, T), True)
@@ -204,29 +243,32 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     attr = torch.where(call, gather(attr, callee), attr)
     name_tok = torch.where(attr >= 0, attr, torch.where(call, callee, pos))
 
-    if_node = torch.where(is_else, left_of, -1)
-    child = torch.stack([
-        torch.where(is_else, value(gather(right_of, if_node)), value(torch.where(prefix, right_of,
-                                                                                              left_of))),
-        torch.where(is_else, value(gather(left_of, if_node)), value(right_of)),
-        torch.where(is_else, value(right_of), -1)], -1)
-    child = torch.where((binary | prefix | is_else)[..., None], child, -1)
-    left_raw = torch.where(binary, left_of, -1)
-    is_cmp = binary & (prec_t[kind] == spec.PREC_CMP)
-    chained = is_cmp & gather(is_cmp, left_raw) & (left_raw >= 0)
+    # children (token, -1 = none) -> their values, by one gather; ternary: the `if` node is left_of
+    c0 = torch.where(is_else, gather(right_of, left_of), torch.where(prefix, right_of, torch.where(binary, left_of, -1)))
+    c1 = torch.where(is_else, gather(left_of, left_of), torch.where(binary | prefix, right_of, -1))
+    c2 = torch.where(is_else, right_of, -1)
+    child = vn_ext.gather(1, torch.stack([c0, c1, c2], -1).view(B, 3 * T).add_(1)).view(B, T, 3)
+    is_cmp = _lut(tab["cmp"], cls)
+    chained = is_cmp & gather(is_cmp, left_of) & (left_of >= 0)
 
     # call arguments: the roots hanging under the call's `(` or under its commas
     par = parent_tok.clamp(min=0)
-    under_call = has_parent & ~comma & (gather(call, par) | gather(comma, par))
-    call_of = torch.where(gather(comma, par), gather(st.enclosing, par), parent_tok)
+    under_comma = gather(comma, par)
+    under_call = has_parent & ~comma & (gather(call, par) | under_comma)
+    call_of = torch.where(under_comma, gather(st.enclosing, par), parent_tok)
     arg = under_call & (call_of >= 0) & (pos > call_of)
-    comma_key = torch.where(comma, st.enclosing * (T + 1) + pos, BIG).sort(1).values
-    rank = torch.searchsorted(comma_key, call_of * (T + 1) + pos) - torch.searchsorted(comma_key, call_of * (T + 1))
+    # rank = commas of the call before the argument: (commas with key < (call, pos)) - (commas with
+    # enclosing < call), the second term from a histogram of the commas' enclosing brackets
+    enc = st.enclosing
+    comma_key = torch.where(comma, enc * (T + 1) + pos, BIG).sort(1).values
+    per_enc = torch.zeros((B, T + 1), dtype=torch.long, device=dev)
+    per_enc.scatter_add_(1, torch.where(comma, enc + 1, T), comma.long())
+    rank = torch.searchsorted(comma_key, call_of * (T + 1) + pos) - gather(per_enc.cumsum(1), call_of)
     parent = torch.full((B, T + 1), -1, dtype=torch.long, device=dev)
     arg_rank = torch.zeros((B, T + 1), dtype=torch.long, device=dev)
-    vpos = value(pos)
-    parent.scatter_(1, torch.where(arg, vpos, T), torch.where(arg, call_of, -1))
-    arg_rank.scatter_(1, torch.where(arg, vpos, T), rank)
+    arg_at = torch.where(arg, vn, T)
+    parent.scatter_(1, arg_at, torch.where(arg, call_of, -1))
+    arg_rank.scatter_(1, arg_at, rank)
     n_args = torch.zeros((B, T + 1), dtype=torch.long, device=dev)
     n_args.scatter_add_(1, torch.where(arg, call_of, T), arg.long())
 
@@ -234,9 +276,11 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     # over [B, T + 1] arrays whose last column is a sentinel root (depth 0, its own ancestor)
     depth = torch.cat([member.long(), torch.zeros_like(member[:, :1], dtype=torch.long)], 1)
     anc = torch.cat([torch.where(parent_tok >= 0, parent_tok, T), torch.full_like(parent_tok[:, :1], T)], 1)
-    for _ in range(max(1, T.bit_length())):
+    rounds = max(1, T.bit_length())
+    for r in range(rounds):
         depth = depth + depth.gather(1, anc)
-        anc = anc.gather(1, anc)
+        if r + 1 < rounds:
+            anc = anc.gather(1, anc)
     depth = depth[:, :T]
     node_start = L + 1
     node_end = (R - 1).clamp(max=T - 1)
@@ -244,22 +288,17 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     # syntax: operands and operators alternate; `not`, `if`/`else` in their places
     p_tok = last_true(live, inclusive=False)
     p_tok = torch.where((p_tok >= 0) & (gather(stmt_first, p_tok) == stmt_first), p_tok, -1)
-    pk = gather(kind, p_tok)
     p_start = p_tok < 0
-    p_end = (p_tok >= 0) & (gather(is_atom, p_tok) | gather(rpar, p_tok))
-    p_open_paren = (p_tok >= 0) & gather(lpar, p_tok)
-    p_comma = (p_tok >= 0) & gather(comma, p_tok)
-    starts_operand = is_atom | prefix | group
-    after_operand = binary | rpar | comma | is_if | is_else | assign | aug | call
-    bad = live & starts_operand & p_end
-    bad |= live & after_operand & ~p_end & ~(rpar & (p_open_paren | p_comma))
+    p_cls = gather(cls, p_tok)
+    p_end = ~p_start & _lut(tab["end"], p_cls)
+    bad = _lut(tab["starts"], cls) & p_end
+    bad |= _lut(tab["after"], cls) & ~p_end & ~(rpar & ~p_start & ((p_cls == K[","]) | _lut(tab["lpar"], p_cls)))
     bad |= ret & ~p_start
-    n_tok = next_true(live).clamp(max=T)
-    last_in_stmt = live & ((n_tok >= T) | (gather(stmt_first, n_tok) != stmt_first))
-    bad |= last_in_stmt & ~(is_atom | rpar | ret)
-    not_ctx = [K[k] for k in ("and", "or", "not", "if", "else", "(", ",", "=", "return")] + [K[a] for a in AUG_OPS]
-    bad |= live & (kind == K["not"]) & ~isin(pk, not_ctx) & ~p_start
-    del pk
+    # a live token is the last of its statement unless it is the previous token of a live one
+    not_last = torch.zeros((B, T + 1), dtype=torch.bool, device=dev)
+    not_last.scatter_(1, torch.where(live & ~p_start, p_tok, T), True)
+    bad |= live & ~not_last[:, :T] & ~_lut(tab["last_ok"], cls)
+    bad |= (cls == K["not"]) & ~_lut(tab["not_ctx"], p_cls) & ~p_start
     # if/else alternate inside each bracket of a statement: sort them by (statement, bracket, position)
     ie = is_if | is_else
     gkey = torch.where(ie, (stmt_first * (T + 1) + st.enclosing + 1) * (T + 1) + pos, BIG)
@@ -274,25 +313,24 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     bad_ie = torch.zeros_like(bad)
     bad_ie.scatter_(1, order, bad_sorted)
     bad |= bad_ie & ie
-    # statements: `return` first; `=` and `op=` do not mix; one `op=`
-    first = body & (stmt_first == pos)
-    sf = stmt_first.clamp(min=0)
-
-    def per_stmt(mask):
-        out = torch.zeros((B, T + 1), dtype=torch.long, device=dev)
-        out.scatter_add_(1, torch.where(mask, sf, T), mask.long())
-        return out[:, :T]
-
-    n_aug, n_asg = per_stmt(aug), per_stmt(assign)
-    bad |= body & (gather(n_aug, sf) > 0) & ((gather(n_asg, sf) > 0) | (gather(n_aug, sf) > 1))
-    bad |= (assign | aug) & gather(ret, sf)  # `return x = 1`
     # targets: the roots just left of `=` / `op=`
     r_wall_kind = gather(kind, R)
-    tgt = root & (R < T) & ((r_wall_kind == K["="]) | isin(r_wall_kind, [K[a] for a in AUG_OPS]))
+    tgt = root & (R < T) & _lut(tab["assigns"], r_wall_kind)
     tnode_type = gather(ntype, vn)
-    target_ok = torch.where(r_wall_kind == K["="], isin(tnode_type, [N_NAME, N_ATTR, N_TUPLE]),
-                            isin(tnode_type, [N_NAME, N_ATTR]))
+    target_ok = torch.where(r_wall_kind == K["="], _lut(tab["target_eq"], tnode_type),
+                            _lut(tab["target_aug"], tnode_type))
     bad |= tgt & ~target_ok
+    # statements: `return` first; `=` and `op=` do not mix; one `op=`
+    # per-statement counts of `op=`, `=` and targets in one scatter, as 20-bit fields
+    first = body & (stmt_first == pos)
+    sf = stmt_first.clamp(min=0)
+    counts = torch.zeros((B, T), dtype=torch.long, device=dev)
+    counts.scatter_add_(1, sf, aug.long() + (assign.long() << 20) + (tgt.long() << 40))
+    n_aug, n_asg, n_targets = counts & 0xFFFFF, (counts >> 20) & 0xFFFFF, counts >> 40
+    s_counts = gather(counts, sf)
+    s_aug, s_asg = s_counts & 0xFFFFF, s_counts >> 20 & 0xFFFFF
+    bad |= body & (s_aug > 0) & ((s_asg > 0) | (s_aug > 1))
+    bad |= (assign | aug) & gather(ret, sf)  # `return x = 1`
     syntax = torch.where(bad, pos, BIG).min(1).values
 
     value_root = root & ~tgt
@@ -305,7 +343,6 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     stmt_aug = torch.full((B, T + 1), -1, dtype=torch.long, device=dev)
     stmt_aug.scatter_(1, torch.where(aug, sf, T), pos)
     target_of = torch.where(tgt, stmt_first, -1)
-    n_targets = per_stmt(tgt)
     return Tree(ntype, child, parent[:, :T], arg_rank[:, :T], n_args[:, :T], attr, name_tok, callee, node_start,
                 node_end, depth, chained, stmt_value[:, :T], vn, target_of, stmt_kind, stmt_aug[:, :T], n_targets,
                 stmt_first, body, syntax)
