@@ -100,7 +100,7 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics):
             imm_tok.scatter_(1, idx, token)
 
     # every node's first instruction at once: constants, operators, aug assignments, calls
-    c0, c1, c2 = reg_of(tr.child[..., 0]), reg_of(tr.child[..., 1]), reg_of(tr.child[..., 2])
+    c0, c1, c2 = reg_ext.gather(1, tr.child.reshape(B, 3 * T) + 1).view(B, T, 3).unbind(-1)  # children >= -1
     is_bin, is_pre, is_tern = body & (nt == N_BIN), body & (nt == N_PRE), body & (nt == N_TERN)
     first_tok = tr.stmt_first.clamp(min=0)
     aug_target, aug_value = reg_of(gather(tr.stmt_targets, first_tok)), reg_of(gather(tr.stmt_value, first_tok))
@@ -108,7 +108,8 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics):
     arg_regs = torch.full((B, T + 1, 8), -1, dtype=torch.long, device=dev)
     is_arg = tr.parent >= 0
     flat = torch.where(is_arg & (tr.arg_rank < 8), tr.parent * 8 + tr.arg_rank, T * 8)
-    arg_regs.view(B, -1).scatter_(1, flat, torch.where(is_arg, reg, -1))
+    arg_flat = arg_regs.view(B, -1)
+    arg_flat.scatter_(1, flat, torch.where(is_arg, reg, -1))
     arg_regs = arg_regs[:, :T]
     bop = b_ops[sm.builtin.clamp(min=0)]
     fixed = is_call & ~variadic
@@ -125,9 +126,21 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics):
     b = torch.where(is_const | is_pre, -1, b)
     emit(is_const | is_bin | is_pre | is_tern | aug_here | fixed | folds, base, op, (a, b, c), value=torch.where(is_const, cval, 0.0),
          token=torch.where(is_const & (nt == N_NUM) & tk.slow_number, pos, -1))
-    # variadic min/max: the further folds acc = op(acc, next argument)
-    for j in range(1, MAX_FOLD):
-        emit(variadic & (j < tr.n_args - 1), base + j, bop, (base + j - 1, arg_regs[..., j + 1]))
+    # variadic min/max: the further folds acc = op(acc, next argument) fill the slots after the call's
+    # first. Per slot, not per fold: slot s belongs to the last such call whose first slot is <= s
+    # (a running maximum of (first slot, node) keys) and is its fold j = s - first slot.
+    multi = variadic & (tr.n_args > 2)
+    mark = torch.full((B, N + 1), -1, dtype=torch.long, device=dev)
+    mark.scatter_(1, torch.where(multi, base, N), base * (T + 1) + pos)
+    owner = mark[:, :N].cummax(1).values
+    node = owner % (T + 1)
+    slot = torch.arange(N, device=dev)
+    j = slot - owner // (T + 1)
+    fold = (owner >= 0) & (j >= 1) & (j < MAX_FOLD) & (j < gather(tr.n_args, node) - 1)
+    ops[:, :N] = torch.where(fold, gather(bop, node), ops[:, :N])
+    args[0][:, :N] = torch.where(fold, slot - 1, args[0][:, :N])
+    fold_arg = arg_flat.gather(1, (node * 8 + j + 1).clamp(0, T * 8 - 1))
+    args[1][:, :N] = torch.where(fold, fold_arg, args[1][:, :N])
     # parameters and the return
     P = sm.n_params
     pidx = torch.arange(N + 1, device=dev).expand(B, N + 1)
