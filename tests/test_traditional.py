@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from jupyter_gpuiter import compile_batch
 from jupyter_gpuiter.compilers import traditional
+from jupyter_gpuiter.ir import ProgramBatch
 from jupyter_gpuiter.lang import generate, spec
 from jupyter_gpuiter.lang.lexer import tokenize
 
@@ -59,6 +60,22 @@ def test_generated_and_mutated_programs_agree(seed):
 
 def test_small_programs_agree():
     assert_agree(generate.generate_batch(500, 7, statements=(0, 2), max_depth=3))
+
+
+def test_device_batch_equals_the_serial_programs_packed():
+    """The device ProgramBatch itself, not only its host unpacking: instructions, immediates, lengths,
+    parameter counts and error codes equal ProgramBatch.from_results of the serial compiler's results,
+    and invalid rows are pure padding."""
+    sources = generate.generate_batch(300, 21) + [m for m, _ in generate.mutate_batch(generate.generate_batch(300, 22), 23)]
+    got = compile_batch(sources, mode="traditional").batch
+    want = ProgramBatch.from_results(compile_batch(sources, mode="serial").results)
+    n = want.ops.shape[1]
+    assert torch.equal(got.ops[:, :n], want.ops) and torch.equal(got.args[:, :n], want.args)
+    assert torch.equal(got.imm[:, :n].nan_to_num(7.5), want.imm.nan_to_num(7.5))
+    assert (got.ops[:, n:] == -1).all() and (got.args[:, n:] == -1).all() and (got.imm[:, n:] == 0).all()
+    assert torch.equal(got.lengths, want.lengths) and torch.equal(got.n_params, want.n_params)
+    assert torch.equal(got.error[:, :2], want.error[:, :2])  # kind and line (syntax columns may differ)
+    assert (got.error[:, 0] != 0).sum() > 200
 
 
 def test_bad_programs_do_not_spoil_good_ones():

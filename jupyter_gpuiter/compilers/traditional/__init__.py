@@ -121,8 +121,11 @@ def compile_chunk(sources: list[str], device, timings: dict | None = None) -> Ch
     err, msg = decode_keys(error)
     ok = error == NO_ERROR
     err = torch.where(ok[:, None], 0, err)
-    batch = ProgramBatch(ops.to(torch.int32), args.to(torch.int32), imm, torch.where(ok, n_inst, 0).to(torch.int32),
-                         sm.n_params.to(torch.int32), err.to(torch.int32))
+    # invalid rows as ProgramBatch.from_results packs them: all padding, no instructions, no parameters
+    batch = ProgramBatch(torch.where(ok[:, None], ops, -1).to(torch.int32),
+                         torch.where(ok[:, None, None], args, -1).to(torch.int32), torch.where(ok[:, None], imm, 0.0),
+                         torch.where(ok, n_inst, 0).to(torch.int32), torch.where(ok, sm.n_params, 0).to(torch.int32),
+                         err.to(torch.int32))
     tick("codegen", t0)
     return Chunk(batch, msg, imm_tok, tk.start, tk.end, tk.data_padded)
 
