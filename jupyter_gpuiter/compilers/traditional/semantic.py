@@ -1,10 +1,13 @@
 """Pass 4, semantic: name resolution and checks, per node, as sorts and scans over the batch.
 
-Names resolve by one stable sort of (name hash, time) events per program: parameters bind at the
-header, assignments at the end of their statement, and every reference takes the latest binding
-before it in its hash group (a running max). Aliases (`y = x`) are followed by pointer jumping.
-Checks produce error keys ordered like the serial compiler's: statement errors before the
-expression errors at the same place, outer expressions before inner ones.
+Names resolve by one sort of [B, T] events (one per token) by (name hash, time): parameters bind at
+the header, assignment and aug targets at the end of their statement, and a running max over the
+sorted events gives the latest binding in each hash group; every token looks up the latest binding
+before its own time (a `searchsorted`), which covers an aug target's read of its old value.
+Aliases (`y = x`) are followed by pointer jumping (each round one gather). Builtin and constant
+names are found by a perfect hash of their packed keys. Checks produce error keys ordered like the
+serial compiler's: statement errors before the expression errors at the same place, outer
+expressions before inner ones.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import torch
 
 from ...lang import spec
 from ...lang.errors import KIND_CODES
-from .common import BIG, FirstError, error_base, error_key, gather, lookup, next_true, positions
+from .common import BIG, FirstError, error_base, error_key, gather, next_true, positions
 from .lex import Tokens, pack_key
 from .parse import N_ATTR, N_BIN, N_CALL, N_NAME, N_TUPLE, Tree
 from .rules import Structure, isin
@@ -55,9 +58,41 @@ class Semantics:
     error: torch.Tensor  # [B] first error key
 
 
-def _lookup(key: torch.Tensor, names: list[str]) -> torch.Tensor:
-    """Index into `names` of each packed name key, or -1."""
-    return lookup(key, [pack_key(n) for n in names])
+_NAME_SLOTS: dict = {}
+
+
+def _name_slots(device):
+    """A perfect hash of the builtin and constant names' packed keys: (multiplier, per-slot tables
+    key, constant index, builtin index, arity low, arity high), the slot the top 8 bits of
+    key * multiplier (mod 2^64). Slot 256 is the miss slot (index -1); empty slots hold a key that
+    hashes elsewhere, so only an exact key match hits."""
+    if device not in _NAME_SLOTS:
+        names = sorted(set(CONSTANT_NAMES) | set(BUILTIN_NAMES))
+        keys = [pack_key(n) for n in names]
+        for i in range(1, 1 << 16, 2):
+            mult = _signed(0x9E3779B97F4A7C15 * i)
+            slots = [(_signed(k * mult) >> 56) & 255 for k in keys]
+            if len(set(slots)) == len(slots):
+                break
+        spare = next(k for k, sl in zip(keys, slots) if sl != 0)  # for empty slots
+        rows = [[spare if sl != slots[keys.index(spare)] else keys[0], -1, -1, 0, 0] for sl in range(257)]
+        for n, k, sl in zip(names, keys, slots):
+            b = spec.BUILTINS.get(n)
+            rows[sl] = [k, CONSTANT_NAMES.index(n) if n in spec.CONSTANTS else -1,
+                        BUILTIN_NAMES.index(n) if b else -1, b.arity[0] if b else 0, b.arity[1] if b else 0]
+        cols = torch.tensor(rows, dtype=torch.long, device=device).T.contiguous()
+        _NAME_SLOTS[device] = (mult, *cols)
+    return _NAME_SLOTS[device]
+
+
+def _signed(v: int) -> int:
+    v &= (1 << 64) - 1
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def _take(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """table[idx] for a 1-D table (index_select: several times faster than indexing on the CPU)."""
+    return table.index_select(0, idx.reshape(-1)).view(idx.shape)
 
 
 def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
@@ -84,7 +119,8 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
 
     # the header: def NAME ( [NAME {, NAME} [,]] ) : with the body on the next lines or after the colon
     ho, hc, colon = st.header_open, st.header_close, st.header_colon
-    first_nl = torch.where((kind == K["newline"]).any(1), (kind == K["newline"]).long().argmax(1), tk.count)
+    nl = kind == K["newline"]
+    first_nl = torch.where(nl.any(1), nl.long().argmax(1), tk.count)
     inside = (pos > ho[:, None]) & (pos < hc[:, None])
     prev = torch.cat([torch.full_like(kind[:, :1], K["newline"]), kind[:, :-1]], 1)
     bad_param = inside & (((kind == K["name"]) & ~isin(prev, [K["("], K[","]])) |
@@ -101,11 +137,12 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     syntax = header_bad | has_syntax
     syntax_key = error_key(syn_line, syn_col, 0, KIND_CODES["syntax"], MSG["invalid syntax"])
 
-    # name resolution: events are references (time 2p) and bindings (time 2*end+1 / params 2p)
+    # name resolution: one event per token, sorted by (48 bits of the name hash, time): references
+    # (time 2p), parameters (2p + 1), assignment and aug targets (2 * end + 1); times < 2^13
     is_param = inside & (kind == K["name"]) & (st.enclosing == ho[:, None])
     param_index = is_param.long().cumsum(1) - 1
-    n_params = is_param.sum(1)
-    stmt_end = next_true(kind == K["newline"]).clamp(max=T)  # statement's NEWLINE
+    n_params = param_index[:, -1] + 1
+    stmt_end = next_true(nl).clamp(max=T)  # statement's NEWLINE
     stmt_end = torch.where(stmt_end < tk.count[:, None], stmt_end, tk.count[:, None])
     first = tr.body & (tr.stmt_first == pos)
     skind = gather(tr.stmt_kind, tr.stmt_first)
@@ -120,56 +157,42 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     callee = torch.zeros((B, T + 1), dtype=torch.bool, device=dev)
     callee.scatter_(1, torch.where(plain_call & (tr.callee >= 0), tr.callee, T), True)
     callee = callee[:, :T]
-    aug_target = tnode_mask & name_node & (skind == 2)
-    asg_target = tnode_mask & name_node & (skind == 1)
+    target_name = tnode_mask & name_node
+    aug_target = target_name & (skind == 2)
+    asg_target = target_name & (skind == 1)
     value_ref = name_node & ~tnode_mask
-    ref_ev = value_ref | callee | aug_target
-    bind_ev = is_param | asg_target | aug_target
-    stmt_val = gather(tr.stmt_value, tr.stmt_first)  # the statement's value node
-    aug_tok = gather(tr.stmt_aug, tr.stmt_first)
-    bind_src = torch.where(is_param, T + param_index, torch.where(aug_target, aug_tok, stmt_val))
-    ev_time = torch.cat([torch.where(ref_ev, 2 * pos, BIG), torch.where(bind_ev, torch.where(
-        is_param, 2 * pos, 2 * stmt_end + 1), BIG)], 1)
-    ev_hash = torch.cat([tk.hash, tk.hash], 1)
-    ev_bind = torch.cat([torch.zeros_like(bind_ev), bind_ev], 1)
-    ev_src = torch.cat([torch.full_like(pos, -1), bind_src], 1)
-    # one sort by (48 bits of the name hash, time); times are below 2^13 (tokens <= 2050)
-    sort_key = ((ev_hash >> 14) << 13) | ev_time.clamp(max=(1 << 13) - 1)
-    order = sort_key.argsort(dim=1)
-    h = (ev_hash >> 14).gather(1, order)
-    seg = torch.cat([torch.zeros_like(h[:, :1]), (h[:, 1:] != h[:, :-1]).long()], 1).cumsum(1)
-    n2 = 2 * T
-    slot = torch.arange(n2, device=dev).expand(B, n2)
-    is_b = ev_bind.gather(1, order) & (ev_time.gather(1, order) < BIG)
-    run = torch.where(is_b, seg * (n2 + 1) + slot + 1, seg * (n2 + 1)).cummax(1).values
-    found = (run // (n2 + 1) == seg) & (run % (n2 + 1) > 0)
-    src_sorted = torch.where(found, ev_src.gather(1, order).gather(1, (run % (n2 + 1) - 1).clamp(min=0)), -1)
-    # a binding found "before" a ref with equal time cannot happen: refs are even, bindings odd
-    resolved = torch.full((B, n2), -1, dtype=torch.long, device=dev)
-    resolved.scatter_(1, order, src_sorted)
-    ref_src = resolved[:, :T]
-    # duplicate parameters: a parameter whose name's previous event (params sort first) is a parameter
-    is_p = torch.cat([torch.zeros_like(is_param), is_param], 1).gather(1, order)
-    dup = is_p & torch.cat([torch.zeros_like(is_p[:, :1]), is_p[:, :-1] & (seg[:, 1:] == seg[:, :-1])], 1)
-    dup_tok = torch.zeros((B, n2), dtype=torch.bool, device=dev)
-    dup_tok.scatter_(1, order, dup)
-    fail(dup_tok[:, T:], "duplicate parameter", token_base(0))
+    h13 = (tk.hash >> 14) << 13
+    ref_key = h13 | (2 * pos)  # what every token looks up: the latest binding before time 2p
+    sort_key = torch.where(value_ref | callee, ref_key, torch.where(is_param, ref_key | 1, torch.where(
+        asg_target | aug_target, h13 | (2 * stmt_end + 1), h13 | ((1 << 13) - 2))))
+    sv, order = sort_key.sort(dim=1)
+    # a running max of (hash, binding token + 1) over the sorted events: the latest binding so far
+    # in each hash group, as a binding's token grows with its time within a group
+    top = sv & -(1 << 13)
+    run = torch.where((sv & 1).bool(), top | (order + 1), top).cummax(1).values
+    run = torch.cat([torch.zeros_like(run[:, :1]), run], 1).gather(1, torch.searchsorted(sv, ref_key))
+    bind_at = torch.where((run & -(1 << 13)) == h13, run & ((1 << 13) - 1), 0)  # binding token + 1, or 0
+    # a binding's source: the value node, the aug operator token, or a parameter's own token
+    bind_src = torch.where(asg_target, gather(tr.stmt_value, tr.stmt_first),
+                           torch.where(aug_target, gather(tr.stmt_aug, tr.stmt_first), pos))
+    ref_src = torch.cat([torch.full_like(pos[:, :1], -1), bind_src], 1).gather(1, bind_at)
+    # a parameter bound before its own binding has a duplicate name (only parameters bind that early)
+    fail(is_param & (bind_at > 0), "duplicate parameter", token_base(0))
 
-    # follow aliases (`y = x` binds y to x's source) by pointer jumping
-    # (on arrays with a sentinel first column, and parameter sources coded below -1, so that the
-    # token a source points to is the column (src + 1).clamp(min=0), the sentinel for none and params)
-    src = torch.where(value_ref | aug_target, ref_src, -1)
-    src = torch.cat([torch.full_like(src[:, :1], -1), torch.where(src >= T, T - 2 - src, src)], 1)
-    alias = torch.cat([torch.zeros_like(value_ref[:, :1]), value_ref & (ref_src >= 0)], 1)
-    for _ in range(max(1, (T + 1).bit_length())):
-        at_src = (src + 1).clamp(min=0)
-        src = torch.where(alias.gather(1, at_src), src.gather(1, at_src), src)
-    src = src[:, 1:]
-    src = torch.where(src < -1, T - 2 - src, src)
+    # follow aliases (`y = x` binds y to x's source) by pointer jumping: each token points to its
+    # source if it is a bound reference, else to itself, so jumping ends at the alias chain's end
+    alias = value_ref & (ref_src >= 0)
+    nxt = torch.where(alias, ref_src, pos)
+    for _ in range(max(1, T.bit_length())):
+        nxt = nxt.gather(1, nxt)
+    # sources of bound references: the chain's end from their source; parameters as T + index
+    src = torch.where(is_param, T + param_index, pos).gather(1, nxt.gather(1, ref_src.clamp(min=0)))
 
     name_key = gather(tk.key, tr.name_tok)
-    const_idx = _lookup(name_key, CONSTANT_NAMES)
-    builtin_idx = _lookup(name_key, BUILTIN_NAMES)
+    mult, slot_key, slot_const, slot_builtin, slot_lo, slot_hi = _name_slots(dev)
+    slot = ((name_key * mult) >> 56) & 255
+    slot = torch.where(_take(slot_key, slot) == name_key, slot, 256)
+    const_idx, builtin_idx = _take(slot_const, slot), _take(slot_builtin, slot)
     bound = ref_src >= 0
     is_ref = value_ref & bound
     ns_line, ns_col = at(tr.node_start)
@@ -187,8 +210,7 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     plain = calls & ~callee_bound
     fail(plain & (const_idx >= 0), "this is a constant, not a function", expr_base)
     fail(plain & (const_idx < 0) & (builtin_idx < 0), "not a builtin function", expr_base)
-    lo = torch.tensor([b.arity[0] for b in spec.BUILTINS.values()], device=dev)[builtin_idx.clamp(min=0)]
-    hi = torch.tensor([b.arity[1] for b in spec.BUILTINS.values()], device=dev)[builtin_idx.clamp(min=0)]
+    lo, hi = _take(slot_lo, slot), _take(slot_hi, slot)
     arity_bad = plain & (const_idx < 0) & (builtin_idx >= 0) & ((tr.n_args < lo) | (tr.n_args > hi))
     fail(arity_bad, "wrong number of arguments for this builtin", expr_base)
     fail(tr.body & (tr.ntype == N_BIN) & tr.chained, "chained comparisons are not supported: use `and`",
