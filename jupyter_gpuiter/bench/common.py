@@ -14,7 +14,7 @@ import torch
 
 def machine(device) -> dict:
     info = {"python": platform.python_version(), "torch": torch.__version__, "cpu": platform.processor() or
-            platform.machine(), "cores": os.cpu_count(), "device": str(device),
+            platform.machine(), "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(), "device": str(device),
             "date": time.strftime("%Y-%m-%d %H:%M:%S")}
     if torch.device(device).type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)
