@@ -162,8 +162,8 @@ def nearest_smaller(rbp: torch.Tensor, lbp: torch.Tensor) -> tuple[torch.Tensor,
     m = pos + 1  # invariant: lbp[i + 1 : m] >= rbp[i]
     for k in range(levels - 1, -1, -1):
         step = 1 << k
-        j = j - (left[k].gather(1, j - step) >= l32).long() * step
-        m = m + (right[k].gather(1, m) >= r32).long() * step
+        j.sub_((left[k].gather(1, j - step) >= l32).long(), alpha=step)
+        m.add_((right[k].gather(1, m) >= r32).long(), alpha=step)
     return j - (pad + 1), m
 
 
@@ -257,13 +257,18 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     under_call = has_parent & ~comma & (gather(call, par) | under_comma)
     call_of = torch.where(under_comma, gather(st.enclosing, par), parent_tok)
     arg = under_call & (call_of >= 0) & (pos > call_of)
-    # rank = commas of the call before the argument: (commas with key < (call, pos)) - (commas with
-    # enclosing < call), the second term from a histogram of the commas' enclosing brackets
-    enc = st.enclosing
-    comma_key = torch.where(comma, enc * (T + 1) + pos, BIG).sort(1).values
-    per_enc = torch.zeros((B, T + 1), dtype=torch.long, device=dev)
-    per_enc.scatter_add_(1, torch.where(comma, enc + 1, T), comma.long())
-    rank = torch.searchsorted(comma_key, call_of * (T + 1) + pos) - gather(per_enc.cumsum(1), call_of)
+    # depth: the member intervals (L(j), R(j)) covering each node (subtrees are nested intervals)
+    ends = torch.zeros((B, T + 1), dtype=torch.int32, device=dev)
+    one = member.int()
+    ends.scatter_add_(1, torch.where(member, L + 1, T), one)
+    ends.scatter_add_(1, torch.where(member, R, T), -one)
+    depth = torch.where(member, ends[:, :T].cumsum(1), 0)
+    # rank: a call's commas form a left-leaning chain under its `(`, so the i-th of its n commas
+    # (1-based) sits n + 1 - i levels below the `(`; an argument left of comma i has rank i - 1
+    n_commas = torch.zeros((B, T + 1), dtype=torch.long, device=dev)
+    n_commas.scatter_add_(1, torch.where(comma & (st.enclosing >= 0), st.enclosing, T), comma.long())
+    i_comma = gather(n_commas, call_of) + 1 - (gather(depth, par) - gather(depth, call_of))
+    rank = torch.where(under_comma, i_comma - (pos < par).long(), 0)
     parent = torch.full((B, T + 1), -1, dtype=torch.long, device=dev)
     arg_rank = torch.zeros((B, T + 1), dtype=torch.long, device=dev)
     arg_at = torch.where(arg, vn, T)
@@ -272,16 +277,6 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     n_args = torch.zeros((B, T + 1), dtype=torch.long, device=dev)
     n_args.scatter_add_(1, torch.where(arg, call_of, T), arg.long())
 
-    # depth by pointer jumping (statement roots have depth 1)
-    # over [B, T + 1] arrays whose last column is a sentinel root (depth 0, its own ancestor)
-    depth = torch.cat([member.long(), torch.zeros_like(member[:, :1], dtype=torch.long)], 1)
-    anc = torch.cat([torch.where(parent_tok >= 0, parent_tok, T), torch.full_like(parent_tok[:, :1], T)], 1)
-    rounds = max(1, T.bit_length())
-    for r in range(rounds):
-        depth = depth + depth.gather(1, anc)
-        if r + 1 < rounds:
-            anc = anc.gather(1, anc)
-    depth = depth[:, :T]
     node_start = L + 1
     node_end = (R - 1).clamp(max=T - 1)
 
