@@ -209,7 +209,7 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
 
     # nesting level: parentheses, plus the conditions of ternaries (between `if` and `else`)
     ifs = is_if.long()
-    tern = ifs.cumsum(1) - ifs - is_else.long().cumsum(1)
+    tern = (ifs - is_else.long()).cumsum(1) - ifs
     base = (st.depth - rpar.long() + tern) * S
     lbp = torch.where(wall, WALL, (base + _lut(tab["lb"], cls)).clamp_(max=INF))
     rbp = torch.where(wall, WALL, (base + _lut(tab["rb"], cls)).clamp_(max=INF))
@@ -297,17 +297,14 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     # if/else alternate inside each bracket of a statement: sort them by (statement, bracket, position)
     ie = is_if | is_else
     gkey = torch.where(ie, (stmt_first * (T + 1) + st.enclosing + 1) * (T + 1) + pos, BIG)
-    order = gkey.argsort(1)
-    sk = gkey.gather(1, order)
+    sk, order = gkey.sort(1)
     s_if = is_if.gather(1, order)
-    grp = sk // (T + 1)
-    same_next = shift_left(grp, -1) == grp
-    same_prev = shift_right(grp, -1) == grp
-    bad_sorted = (sk < BIG) & ((s_if & ~(same_next & ~shift_left(s_if, True))) |
-                               (~s_if & ~(same_prev & shift_right(s_if, False))))
-    bad_ie = torch.zeros_like(bad)
-    bad_ie.scatter_(1, order, bad_sorted)
-    bad |= bad_ie & ie
+    grp = sk - order  # the group times T + 1 (order is the position)
+    # a sorted `if` followed by an `else` of its group makes a pair; every if/else must be in one
+    pair = (shift_left(grp, -1) == grp) & s_if & ~shift_left(s_if, True)
+    in_pair = torch.zeros_like(bad)
+    in_pair.scatter_(1, order, pair | shift_right(pair, False))
+    bad |= ie & ~in_pair
     # targets: the roots just left of `=` / `op=`
     r_wall_kind = gather(kind, R)
     tgt = root & (R < T) & _lut(tab["assigns"], r_wall_kind)
