@@ -11,7 +11,8 @@ This is the Cartesian tree of the expression, generalised to prefix operators (l
 right-associative `**`, calls (`(` binds the name on its left tightest) and `a if c else b` (an `if`
 node under an `else` node). L and R come from sparse tables of minima by binary lifting:
 O(B*T log T) work, O(log T) steps. A subtree is exactly the open interval (L(i), R(i)), which gives
-each node's first and last token. Statements are split by walls (`=`, `op=`, `return`, NEWLINE)
+each node's first and last token, and its depth (how many such intervals cover it: one prefix sum).
+A call's commas chain leftwards under its `(`, so an argument's rank follows from its comma's depth. Statements are split by walls (`=`, `op=`, `return`, NEWLINE)
 whose binding power is below everything.
 
     x = - a * ( b + c )        bp:  x:inf  = wall  -:(inf,32)  a:inf  *:(28,29)  (:(inf,62)
@@ -99,7 +100,8 @@ def _class_tables() -> dict:
     flags["assigns"] = of(flags["aug"], having([K["="]]))  # by kind
     flags["target_eq"] = having([N_NAME, N_ATTR, N_TUPLE])  # by node type
     flags["target_aug"] = having([N_NAME, N_ATTR])
-    out = {"lb": torch.tensor(lb), "rb": torch.tensor(rb), "nt": torch.tensor(nt)}
+    counted = [int(flags["aug"][c]) + (int(c == K["="]) << 20) for c in range(n)]  # statement counts' fields
+    out = {"lb": torch.tensor(lb), "rb": torch.tensor(rb), "nt": torch.tensor(nt), "counted": torch.tensor(counted)}
     out.update({f: torch.tensor(v) for f, v in flags.items()})
     return out
 
@@ -317,7 +319,7 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     first = body & (stmt_first == pos)
     sf = stmt_first.clamp(min=0)
     counts = torch.zeros((B, T), dtype=torch.long, device=dev)
-    counts.scatter_add_(1, sf, aug.long() + (assign.long() << 20) + (tgt.long() << 40))
+    counts.scatter_add_(1, sf, _lut(tab["counted"], cls) + (tgt.long() << 40))
     n_aug, n_asg, n_targets = counts & 0xFFFFF, (counts >> 20) & 0xFFFFF, counts >> 40
     s_counts = gather(counts, sf)
     s_aug, s_asg = s_counts & 0xFFFFF, s_counts >> 20 & 0xFFFFF
