@@ -12,8 +12,7 @@ right-associative `**`, calls (`(` binds the name on its left tightest) and `a i
 node under an `else` node). L and R come from sparse tables of minima by binary lifting:
 O(B*T log T) work, O(log T) steps. A subtree is exactly the open interval (L(i), R(i)), which gives
 each node's first and last token, and its depth (how many such intervals cover it: one prefix sum).
-A call's commas chain leftwards under its `(`, so an argument's rank follows from its comma's depth. Statements are split by walls (`=`, `op=`, `return`, NEWLINE)
-whose binding power is below everything.
+Statements are split by walls (`=`, `op=`, `return`, NEWLINE) whose binding power is below everything.
 
     x = - a * ( b + c )        bp:  x:inf  = wall  -:(inf,32)  a:inf  *:(28,29)  (:(inf,62)
                                      b:inf  +:(88,89)  c:inf  ):(62,inf)
@@ -255,9 +254,9 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
 
     # call arguments: the roots hanging under the call's `(` or under its commas
     par = parent_tok.clamp(min=0)
-    under_comma = gather(comma, par)
-    under_call = has_parent & ~comma & (gather(call, par) | under_comma)
-    call_of = torch.where(under_comma, gather(st.enclosing, par), parent_tok)
+    under_comma = comma.gather(1, par)
+    under_call = has_parent & ~comma & (call.gather(1, par) | under_comma)
+    call_of = torch.where(under_comma, st.enclosing.gather(1, par), parent_tok)
     arg = under_call & (call_of >= 0) & (pos > call_of)
     # depth: the member intervals (L(j), R(j)) covering each node (subtrees are nested intervals)
     ends = torch.zeros((B, T + 1), dtype=torch.int32, device=dev)
@@ -265,12 +264,12 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     ends.scatter_add_(1, torch.where(member, L + 1, T), one)
     ends.scatter_add_(1, torch.where(member, R, T), -one)
     depth = torch.where(member, ends[:, :T].cumsum(1), 0)
-    # rank: a call's commas form a left-leaning chain under its `(`, so the i-th of its n commas
-    # (1-based) sits n + 1 - i levels below the `(`; an argument left of comma i has rank i - 1
+    # rank = the call's own commas before the argument: a prefix sum of +1 per comma and, per `)`,
+    # minus its bracket's own commas, so every bracket closed in between adds nothing
     n_commas = torch.zeros((B, T + 1), dtype=torch.long, device=dev)
     n_commas.scatter_add_(1, torch.where(comma & (st.enclosing >= 0), st.enclosing, T), comma.long())
-    i_comma = gather(n_commas, call_of) + 1 - (gather(depth, par) - gather(depth, call_of))
-    rank = torch.where(under_comma, i_comma - (pos < par).long(), 0)
+    own = torch.where(comma, 1, torch.where(rpar, -gather(n_commas, st.enclosing), 0)).cumsum(1)
+    rank = own - gather(own, call_of)
     parent = torch.full((B, T + 1), -1, dtype=torch.long, device=dev)
     arg_rank = torch.zeros((B, T + 1), dtype=torch.long, device=dev)
     arg_at = torch.where(arg, vn, T)
@@ -321,10 +320,10 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     counts = torch.zeros((B, T), dtype=torch.long, device=dev)
     counts.scatter_add_(1, sf, _lut(tab["counted"], cls) + (tgt.long() << 40))
     n_aug, n_asg, n_targets = counts & 0xFFFFF, (counts >> 20) & 0xFFFFF, counts >> 40
-    s_counts = gather(counts, sf)
+    s_counts = counts.gather(1, sf)
     s_aug, s_asg = s_counts & 0xFFFFF, s_counts >> 20 & 0xFFFFF
     bad |= body & (s_aug > 0) & ((s_asg > 0) | (s_aug > 1))
-    bad |= (assign | aug) & gather(ret, sf)  # `return x = 1`
+    bad |= (assign | aug) & ret.gather(1, sf)  # `return x = 1`
     syntax = torch.where(bad, pos, BIG).min(1).values
 
     value_root = root & ~tgt
