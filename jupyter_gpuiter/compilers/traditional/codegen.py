@@ -6,9 +6,10 @@ shallower than its children; disjoint nodes are ordered by position. Each node e
 instructions (a name emits none, a variadic min/max n-1); registers are the exclusive prefix sum of
 those counts in that order, offset by the parameters. Each program gets a table of instruction rows:
 one per token (its first instruction; operands from the children's registers), one per parameter,
-the return and a padding row. The rows in canonical order (parameters, sorted nodes, return) with
-their counts give each slot its row by one searchsorted, and one index_select fills all fields; call
-arguments (and the folds' accumulators) are then scattered into their slots. O(B*T log T).
+the return and padding. Each slot takes the last row in canonical order (parameters, sorted nodes,
+return, padding) that starts at or before it (a running maximum), and one gather fills all fields;
+call arguments and the folds' accumulators are then scattered into their slots. Outputs are int32
+like the batch (imm float64). O(B*T log T).
 """
 
 from __future__ import annotations
@@ -24,13 +25,13 @@ from .semantic import BUILTIN_NAMES, CONSTANT_NAMES, Semantics
 K = spec.TOK
 MAX_FOLD = 7
 NP = spec.MAX_PARAMS
-F = 6  # row fields: op, a, b, c, imm (float64 bits), imm_token
+F = 5  # row fields: op, a, b, c, imm_token (imm apart)
 _TABLES: dict = {}
 
 
 def _tables(dev):
     """(binary/aug op by kind, unary op by kind, builtin op, builtin is variadic, constant values,
-    the rows after the tokens' [F, 1, NP + 2])."""
+    the rows after the tokens' [F, 1, NP + 2] and their imm [NP + 2])."""
     if dev not in _TABLES:
         binary, unary = [-1] * len(spec.TOKEN_KINDS), [-1] * len(spec.TOKEN_KINDS)
         for tok, b in spec.BINARY_OPS.items():
@@ -38,15 +39,15 @@ def _tables(dev):
         for tok, op in spec.AUG_ASSIGN.items():
             binary[K[tok]] = OP_INDEX[spec.BINARY_OPS[op].ir_op]
         unary[K["-"]], unary[K["+"]], unary[K["not"]] = OP_INDEX["neg"], OP_INDEX["pos"], OP_INDEX["not"]
-        extra = torch.full((F, NP + 2), -1)  # parameters, the return (its register per program), padding
+        extra = torch.full((F, NP + 2), -1, dtype=torch.int32)  # parameters, the return, padding
         extra[0, :NP], extra[0, NP] = OP_INDEX["param"], OP_INDEX["ret"]
-        extra[4] = torch.cat([torch.arange(NP, dtype=torch.float64), torch.zeros(2, dtype=torch.float64)]).view(torch.int64)
+        extra_imm = torch.cat([torch.arange(NP, dtype=torch.float64), torch.zeros(2, dtype=torch.float64)])
         _TABLES[dev] = tuple(t.to(dev) for t in (
-            torch.tensor(binary), torch.tensor(unary),
-            torch.tensor([OP_INDEX[spec.BUILTINS[n].ir_op] for n in BUILTIN_NAMES]),
+            torch.tensor(binary, dtype=torch.int32), torch.tensor(unary, dtype=torch.int32),
+            torch.tensor([OP_INDEX[spec.BUILTINS[n].ir_op] for n in BUILTIN_NAMES], dtype=torch.int32),
             torch.tensor([spec.BUILTINS[n].arity[0] != spec.BUILTINS[n].arity[1] for n in BUILTIN_NAMES]),
             torch.tensor([spec.CONSTANTS[n] for n in CONSTANT_NAMES], dtype=torch.float64),
-            extra[:, None]))
+            extra[:, None], extra_imm))
     return _TABLES[dev]
 
 
@@ -56,12 +57,12 @@ def _lut(table, idx):
 
 
 def codegen(tk: Tokens, tr: Tree, sm: Semantics):
-    """(ops [B, N], args [B, N, 3], imm [B, N], imm_token [B, N], lengths [B]); N = T + 34."""
+    """(ops [B, N], args [B, N, 3], imm [B, N], imm_token [B, N], lengths [B]); N = T + 34; int32 but imm."""
     kind = tk.kind
     dev = kind.device
     B, T = kind.shape
     N = T + NP + 2
-    op_bin, op_un, b_ops, b_var, c_vals, extra_rows = _tables(dev)
+    op_bin, op_un, b_ops, b_var, c_vals, extra_rows, extra_imm = _tables(dev)
     pos = torch.arange(T, device=dev).expand(B, T)
     row0 = torch.arange(B, device=dev)[:, None]
     body, nt = tr.body, tr.ntype
@@ -87,7 +88,7 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics):
     n_inst = n_inst | aug_here
     end = torch.where(aug_here, at(tr.node_end, at(tr.stmt_value, first_tok).clamp(min=0)), tr.node_end)
     depth = torch.where(aug_here, 0, tr.depth)  # the aug instruction comes after its whole statement
-    key = torch.where(n_inst > 0, end * (T + 2) + (T + 1 - depth), 1 << 40)
+    key = torch.where(n_inst > 0, end * (T + 2) - depth, 1 << 40)
     order = key.argsort(1)
     # rows in canonical order: parameters, nodes, return; slot s takes the row whose [start, end) holds s
     P = sm.n_params
@@ -101,29 +102,33 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics):
     src = sm.source
     src_reg = torch.where(src >= T, src - T, at(value_reg, src.clamp(0, T - 1)))
     reg = torch.where(src >= 0, src_reg, value_reg)
-    reg_ext = torch.cat([torch.full_like(reg[:, :1], -1), reg], 1)  # a sentinel first column for "no node"
+    reg32 = reg.int()
+    reg_ext = torch.cat([torch.full_like(reg32[:, :1], -1), reg32], 1)  # a sentinel first column for "no node"
 
     # each token's first instruction (calls get their arguments below)
     c0, c1, c2 = at(reg_ext, tr.child + 1).unbind(-1)  # children >= -1
     aug_target = at(reg_ext, at(tr.stmt_targets, first_tok) + 1)
     aug_value = at(reg_ext, at(tr.stmt_value, first_tok) + 1)
+    # the rows [F, B, T + NP + 2]: the tokens' first instructions, the parameters, the return,
+    # padding; int32 like the batch, imm apart as float64
+    rows = torch.empty((F, B, T + NP + 2), dtype=torch.int32, device=dev)
+    imm_rows = torch.empty((B, T + NP + 2), dtype=torch.float64, device=dev)
+    rows[:, :, T:], imm_rows[:, T:] = extra_rows, extra_imm
     op = torch.where(is_pre, _lut(op_un, kind), _lut(op_bin, kind))
     op = torch.where(is_call, _lut(b_ops, builtin), op)
     op = torch.where(is_tern, OP_INDEX["select"], op)
-    op = torch.where(is_const, torch.where(is_bool, OP_INDEX["bool"], OP_INDEX["const"]), op)
-    a = torch.where(aug_here, aug_target, torch.where(is_const | is_call, -1, c0))
-    b = torch.where(aug_here, aug_value, torch.where(is_const | is_pre | is_call, -1, c1))
+    op = torch.where(is_const, OP_INDEX["const"], op)
+    rows[0, :, :T] = torch.where(is_const & is_bool, OP_INDEX["bool"], op)
+    rows[1, :, :T] = torch.where(aug_here, aug_target, torch.where(is_const | is_call, -1, c0))
+    rows[2, :, :T] = torch.where(aug_here, aug_value, torch.where(is_const | is_pre | is_call, -1, c1))
+    rows[3, :, :T] = c2
+    rows[4, :, :T] = torch.where(is_const & is_num & tk.slow_number, pos, -1)
     cval = torch.where(is_num, tk.value, torch.where(is_bool, (kind == K["True"]).double(),
                                                      _lut(c_vals, sm.const_name.clamp(min=0))))
-    imm = torch.where(is_const, cval, 0.0).view(torch.int64)
-    imm_tok = torch.where(is_const & is_num & tk.slow_number, pos, -1)
+    imm_rows[:, :T] = torch.where(is_const, cval, 0.0)
     has_ret = body & (tr.stmt_kind == 3)
     ret_stmt = torch.where(has_ret.any(1), has_ret.long().argmax(1), 0)
-    ret_reg = at(reg, at(tr.stmt_value, ret_stmt[:, None]).clamp(0, T - 1))
-    # fields x rows [F, B, T + NP + 2]: the tokens', the parameters', the return's, padding's
-    extra = extra_rows.expand(F, B, NP + 2).clone()
-    extra[1, :, NP] = ret_reg[:, 0]
-    rows = torch.cat([torch.stack([op, a, b, c2, imm, imm_tok]), extra], 2)
+    rows[1, :, T + NP] = at(reg32, at(tr.stmt_value, ret_stmt[:, None]).clamp(0, T - 1))[:, 0]
     # each slot's row: the last row in canonical order that starts at or before it
     canon = torch.cat([T + torch.arange(NP, device=dev).expand(B, NP), order,
                        torch.full((B, 2), T + NP, dtype=torch.long, device=dev) + torch.arange(2, device=dev)], 1)
@@ -131,23 +136,23 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics):
     mark.scatter_(1, torch.where(counts > 0, ends - counts, N + 1).clamp_(max=N + 1),
                   torch.arange(NP + T + 2, device=dev).expand(B, -1))
     owner = mark[:, :N + 1].cummax(1).values
-    out = rows.gather(2, at(canon, owner).expand(F, B, N + 1))
+    row = at(canon, owner)
+    out = rows.gather(2, row.expand(F, B, N + 1))
     # call arguments: rank r of a fixed call is operand r of its instruction; a variadic call's
     # arguments 0 and 1 are its first instruction's, argument r >= 2 is operand b of fold r - 1,
     # whose operand a is the previous slot (the accumulator)
+    # (for valid programs every parent is a builtin call of a valid arity; the clamps only keep the
+    # writes of invalid rows in their row)
     p = tr.parent
     pc = p.clamp(min=0)
-    var_arg = at(variadic, pc)
     r = tr.arg_rank
-    fold = var_arg & (r >= 2)
-    s = at(base, pc) + torch.where(fold, r - 1, 0)
-    field = torch.where(var_arg, torch.where(r == 0, 1, 2), r + 1)
-    ok = (p >= 0) & at(is_call, pc) & torch.where(var_arg, r <= MAX_FOLD, r < 3)
-    flat = out.view(-1)
+    fold = (p >= 0) & at(variadic, pc) & (r >= 2)
+    field = r.clamp(max=2) + 1 - fold.long()
+    s = (at(base, pc) + torch.where(fold, r - 1, 0)).clamp_(max=N) + row0 * (N + 1)
     spare = N + row0 * (N + 1)  # slot N of field 0
-    s = s.clamp_(max=N) + row0 * (N + 1)
-    flat.scatter_(0, torch.where(ok, s + field * (B * (N + 1)), spare).view(-1), reg.view(-1))
-    flat.scatter_(0, torch.where(ok & fold, s + B * (N + 1), spare).view(-1), (s - row0 * (N + 1) - 1).view(-1))
+    flat = out.view(-1)
+    flat.scatter_(0, torch.where(p >= 0, s + field * (B * (N + 1)), spare).view(-1), reg32.view(-1))
+    flat.scatter_(0, torch.where(fold, s + B * (N + 1), spare).view(-1), (s - row0 * (N + 1) - 1).view(-1).int())
     out = out[:, :, :N]
     total = P + n_inst.sum(1)
-    return out[0], out[1:4].permute(1, 2, 0).contiguous(), out[4].view(torch.float64), out[5], total + 1
+    return out[0], out[1:4].permute(1, 2, 0).contiguous(), imm_rows.gather(1, row)[:, :N], out[4], total + 1
