@@ -57,7 +57,7 @@ def _lut(table, idx):
 
 
 def codegen(tk: Tokens, tr: Tree, sm: Semantics):
-    """(ops [B, N], args [B, N, 3], imm [B, N], imm_token [B, N], lengths [B]); N = T + 34; int32 but imm."""
+    """(ops [B, N], args [B, N, 3], imm [B, N], imm_token [B, N], lengths [B]); N = T + 34; ops, args, imm_token int32."""
     kind = tk.kind
     dev = kind.device
     B, T = kind.shape
