@@ -147,8 +147,8 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics):
     pc = p.clamp(min=0)
     r = tr.arg_rank
     fold = (p >= 0) & at(variadic, pc) & (r >= 2)
-    field = r.clamp(max=2) + 1 - fold.long()
-    s = (at(base, pc) + torch.where(fold, r - 1, 0)).clamp_(max=N) + row0 * (N + 1)
+    field = r.clamp(0, 2) + 1 - fold.long()
+    s = (at(base, pc) + torch.where(fold, r - 1, 0)).clamp_(0, N) + row0 * (N + 1)
     spare = N + row0 * (N + 1)  # slot N of field 0
     flat = out.view(-1)
     flat.scatter_(0, torch.where(p >= 0, s + field * (B * (N + 1)), spare).view(-1), reg32.view(-1))
