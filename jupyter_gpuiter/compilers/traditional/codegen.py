@@ -18,6 +18,7 @@ import torch
 
 from ...ir import OP_INDEX
 from ...lang import spec
+from .common import take
 from .lex import Tokens
 from .parse import N_BIN, N_BOOL, N_CALL, N_NUM, N_PRE, N_TERN, Tree
 from .semantic import BUILTIN_NAMES, CONSTANT_NAMES, Semantics
@@ -51,11 +52,6 @@ def _tables(dev):
     return _TABLES[dev]
 
 
-def _lut(table, idx):
-    """table[idx] for idx [B, T] in range, by a gather (cheaper on CPU than indexing)."""
-    return table.expand(idx.shape[0], -1).gather(1, idx)
-
-
 def codegen(tk: Tokens, tr: Tree, sm: Semantics):
     """(ops [B, N], args [B, N, 3], imm [B, N], imm_token [B, N], lengths [B]); N = T + 34; ops, args, imm_token int32."""
     kind = tk.kind
@@ -78,7 +74,7 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics):
     is_bin, is_pre, is_tern = body & (nt == N_BIN), body & (nt == N_PRE), body & (nt == N_TERN)
     is_call = body & (nt == N_CALL) & (sm.builtin >= 0)
     builtin = sm.builtin.clamp(min=0)
-    variadic = is_call & _lut(b_var, builtin)
+    variadic = is_call & take(b_var, builtin)
     n_inst = (is_const | is_bin | is_pre | is_tern | is_call).long()
     n_inst = torch.where(variadic, (tr.n_args - 1).clamp(min=1), n_inst)
     # the aug instruction is attributed to the aug operator token
@@ -114,8 +110,8 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics):
     rows = torch.empty((F, B, T + NP + 2), dtype=torch.int32, device=dev)
     imm_rows = torch.empty((B, T + NP + 2), dtype=torch.float64, device=dev)
     rows[:, :, T:], imm_rows[:, T:] = extra_rows, extra_imm
-    op = torch.where(is_pre, _lut(op_un, kind), _lut(op_bin, kind))
-    op = torch.where(is_call, _lut(b_ops, builtin), op)
+    op = torch.where(is_pre, take(op_un, kind), take(op_bin, kind))
+    op = torch.where(is_call, take(b_ops, builtin), op)
     op = torch.where(is_tern, OP_INDEX["select"], op)
     op = torch.where(is_const, OP_INDEX["const"], op)
     rows[0, :, :T] = torch.where(is_const & is_bool, OP_INDEX["bool"], op)
@@ -124,7 +120,7 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics):
     rows[3, :, :T] = c2
     rows[4, :, :T] = torch.where(is_const & is_num & tk.slow_number, pos, -1)
     cval = torch.where(is_num, tk.value, torch.where(is_bool, (kind == K["True"]).double(),
-                                                     _lut(c_vals, sm.const_name.clamp(min=0))))
+                                                     take(c_vals, sm.const_name.clamp(min=0))))
     imm_rows[:, :T] = torch.where(is_const, cval, 0.0)
     has_ret = body & (tr.stmt_kind == 3)
     ret_stmt = torch.where(has_ret.any(1), has_ret.long().argmax(1), 0)

@@ -17,7 +17,7 @@ import torch
 
 from ...lang import spec
 from . import dfa
-from .common import BIG
+from .common import BIG, perfect_hash, signed64, take
 
 _TABLES: dict = {}
 # what a transition into a number state adds to _numbers' packed counts: digits (bits 0-15), fraction
@@ -99,11 +99,6 @@ def _tables(device):
     return _TABLES[device]
 
 
-def _look(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """table[idx] for a 1-D table (a gather: several times faster than indexing on the CPU)."""
-    return table.expand(idx.shape[0], -1).gather(1, idx)
-
-
 def _words(b: torch.Tensor) -> torch.Tensor:
     """Bytes i..i+7 of each row as one little-endian int64 (zeros past the end), for every i: [B, 8 * n]
     with n = ceil(L / 8), the word at i being column (i % 8) * n + i // 8. Eight shifted byte copies
@@ -154,7 +149,7 @@ def normalize_newlines(data: torch.Tensor, lengths: torch.Tensor, width: int):
     keep[:, :-1] &= (data[:, :-1] != 13) | (data[:, 1:] != 10)
     slot = keep.cumsum(1)
     x = torch.full((B, width + 1), dfa.EOF_BYTE, dtype=torch.int64, device=data.device)
-    x.scatter_(1, slot * keep, _look(_tables(data.device)["crlf"], data.long()))  # dropped bytes go to slot 0
+    x.scatter_(1, slot * keep, take(_tables(data.device)["crlf"], data.long()))  # dropped bytes go to slot 0
     return x[:, 1:], slot[:, -1]
 
 
@@ -164,7 +159,7 @@ def _run_dfa(x: torch.Tensor, t: dict) -> torch.Tensor:
     A scan over byte pairs, each step one add and one lookup in the two-byte table over the batch;
     the states after even positions then follow in one lookup."""
     B = x.shape[0]
-    offset = _look(t["class_offset"], x)
+    offset = take(t["class_offset"], x)
     even, odd = offset[:, 0::2], offset[:, 1::2]
     pair = even * t["C"] + odd  # (class pair) * S
     after = torch.empty_like(pair)  # states after each odd position
@@ -177,7 +172,7 @@ def _run_dfa(x: torch.Tensor, t: dict) -> torch.Tensor:
     out = torch.empty_like(offset)
     out[:, 0] = even[:, 0]
     torch.add(even[:, 1:], after[:, :-1], out=out[:, 2::2])
-    torch.add(odd, _look(t["next"], out[:, 0::2]), out=out[:, 1::2])
+    torch.add(odd, take(t["next"], out[:, 0::2]), out=out[:, 1::2])
     return out
 
 
@@ -190,17 +185,17 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     b = x[:, :L] & 255
     pos = torch.arange(L, device=dev)
     trans = _run_dfa(x, t)[:, :L]
-    starts = _look(t["start"], trans)
+    starts = take(t["start"], trans)
 
     # the token at each byte ends at the next boundary: boundary positions by their count, gathered
-    boundary = _look(t["boundary"], trans)
+    boundary = take(t["boundary"], trans)
     n_bound = boundary.cumsum(1)
     bound_at = torch.full((B, L + 2), L, dtype=torch.int64, device=dev)
     bound_at.scatter_(1, n_bound * boundary, pos.expand(B, L))
     end_pos = bound_at.gather(1, n_bound + 1)
 
     # lexical errors: the DFA's (a sink, so at most one), escapes in non-raw strings, unmatched ')'
-    det_dfa = _first(_look(t["err"], trans))
+    det_dfa = _first(take(t["err"], trans))
     at = det_dfa.clamp(max=L - 1)[:, None]
     flags = t["flags"][trans.gather(1, at)[:, 0]]
     code_dfa, where_dfa = (flags >> 1) & 15, flags >> 5
@@ -208,9 +203,9 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     tok_start_at = bound_at.gather(1, n_bound.gather(1, q))[:, 0]  # inside a token: its start is the last boundary
     rep_dfa = torch.where(where_dfa == dfa.AT_PREV, det_dfa - 1,
                           torch.where(where_dfa == dfa.AT_TOKEN, tok_start_at, det_dfa))
-    det_esc = _first(_look(t["bad_escape"], trans))  # at the byte after the backslash
+    det_esc = _first(take(t["bad_escape"], trans))  # at the byte after the backslash
     det_esc = torch.where(det_esc < BIG, det_esc - 1, BIG)
-    delta = _look(t["paren"], trans)
+    delta = take(t["paren"], trans)
     depth = delta.cumsum(1)
     det_par = _first(depth < 0)
     det = torch.stack([det_dfa, det_esc, det_par], 1)
@@ -225,10 +220,10 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     # tokens before the first error, and NEWLINE tokens at line ends outside parens after a token. A
     # token without a kind (an unfinished string or number) always ends at the DFA's error: it may
     # end at the limit only when the state before that error has a kind.
-    unfinished = _look(t["kind"], trans.gather(1, (det_dfa - 1).clamp(0, L - 1)[:, None])) == 0
+    unfinished = take(t["kind"], trans.gather(1, (det_dfa - 1).clamp(0, L - 1)[:, None])) == 0
     kept = starts & (end_pos < limit + ~((det_dfa[:, None] == limit) & unfinished))
     eof = (pos == lengths[:, None]) & ~has_error[:, None]
-    cand = (_look(t["nl"], trans) & (pos < limit) & (depth == delta)) | eof
+    cand = (take(t["nl"], trans) & (pos < limit) & (depth == delta)) | eof
     n_cand = cand.cumsum(1)
     has_token = torch.zeros((B, L + 2), dtype=torch.bool, device=dev)  # per stretch between candidates
     has_token.scatter_(1, (n_cand + 1) * kept, kept)
@@ -248,11 +243,11 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     valid = torch.arange(T, device=dev) < count[:, None]
     is_newline = newline.gather(1, tok_start)
     tok_end = torch.where(is_newline, tok_start + 1, end_pos.gather(1, tok_start)) * valid
-    tok_kind = torch.where(is_newline, spec.TOK["newline"], _look(t["kind"], trans.gather(1, (tok_end - 1).clamp(min=0))))
+    tok_kind = torch.where(is_newline, spec.TOK["newline"], take(t["kind"], trans.gather(1, (tok_end - 1).clamp(min=0))))
     tok_kind = tok_kind * valid
 
     # line and column: newlines and characters before each byte, and where each line starts
-    line_char = _look(t["line_char"], b).cumsum(1)
+    line_char = take(t["line_char"], b).cumsum(1)
     before = torch.cat([torch.zeros_like(line_char[:, :1]), line_char], 1)  # [B, L + 1]: counts over [0, i)
     is_nl = b == 10
     line_at = torch.empty((B, L + 1), dtype=torch.int64, device=dev)
@@ -270,7 +265,7 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     # names: packed key (keyword and builtin lookups) and a hash of the full text (identity)
     length = tok_end - tok_start
     head = _words(b).gather(1, (tok_start & 7) * ((L + 7) // 8) + (tok_start >> 3))  # bytes start..start+7
-    key = torch.where(length <= 8, head & _look(t["byte_mask"], length.clamp(max=8)), -1)
+    key = torch.where(length <= 8, head & take(t["byte_mask"], length.clamp(max=8)), -1)
     prefix = hash_prefix(b)
     tok_hash = span_hash(prefix, tok_start, tok_end)
     kw = keyword_kinds(key)
@@ -303,11 +298,7 @@ def _keyword_slots(device):
     top 10 bits of key * multiplier (mod 2^64); the multiplier is the first odd one without collisions."""
     if device not in _KEYWORD_SLOTS:
         keys = [pack_key(w) for w in _KEYWORDS]
-        for i in range(1, 1 << 16, 2):
-            mult = _signed(0x9E3779B97F4A7C15 * i)
-            slots = [(_signed(k * mult) >> 54) & 1023 for k in keys]
-            if len(set(slots)) == len(slots):
-                break
+        mult, slots = perfect_hash(keys, 10)
         slot_key, slot_kind = [-1] * 1024, [0] * 1024
         for k, kind, sl in zip(keys, _KEYWORD_KINDS, slots):
             slot_key[sl], slot_kind[sl] = k, kind
@@ -319,17 +310,12 @@ def keyword_kinds(key: torch.Tensor) -> torch.Tensor:
     """Token kind for names that are keywords (0 for plain names)."""
     mult, slot_key, slot_kind = _keyword_slots(key.device)
     slot = ((key * mult) >> 54) & 1023
-    return torch.where(_look(slot_key, slot) == key, _look(slot_kind, slot), 0)
+    return torch.where(take(slot_key, slot) == key, take(slot_kind, slot), 0)
 
 
 _P = 0x100000001B3  # odd, so invertible modulo 2^64 (FNV's prime)
 _MIX = 0x9E3779B97F4A7C15 - (1 << 64)  # the golden-ratio multiplier, as a signed int64
 _POWERS: dict = {}
-
-
-def _signed(v: int) -> int:
-    v &= (1 << 64) - 1
-    return v - (1 << 64) if v >= 1 << 63 else v
 
 
 def _powers(n: int, device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -340,8 +326,8 @@ def _powers(n: int, device) -> tuple[torch.Tensor, torch.Tensor]:
         inv = pow(_P, -1, 1 << 64)
         fw, bw, a, b = [], [], 1, 1
         for _ in range(size):
-            fw.append(_signed(a))
-            bw.append(_signed(b))
+            fw.append(signed64(a))
+            bw.append(signed64(b))
             a, b = a * _P % (1 << 64), b * inv % (1 << 64)
         _POWERS[device] = have = (torch.tensor(fw, device=device), torch.tensor(bw, device=device))
     return have[0][:n], have[1][:n]
@@ -360,7 +346,7 @@ def span_hash(prefix: torch.Tensor, start: torch.Tensor, end: torch.Tensor) -> t
     L = prefix.shape[1] - 1
     _, bw = _powers(L + 1, prefix.device)
     start, end = start.clamp(0, L), end.clamp(0, L)
-    h = (prefix.gather(1, end) - prefix.gather(1, start)) * _look(bw, start)
+    h = (prefix.gather(1, end) - prefix.gather(1, start)) * take(bw, start)
     h = h * _MIX  # spread short names over all 64 bits (users of the hash may keep only the top bits)
     return h ^ (h >> 29)
 
@@ -378,20 +364,20 @@ def _numbers(t, b, trans, end_pos, start, end, is_number):
     digit weighs 10^(digits after it in its token), so one more prefix sum gives each token's digit
     string as an integer (mantissa * 10^n_exp + exponent); int64 arithmetic wraps, so the differences
     of prefix sums at token ends stay exact."""
-    code = _look(t["number"], trans)
+    code = take(t["number"], trans)
     counts = torch.cat([torch.zeros_like(code[:, :1]), code.cumsum(1)], 1)  # [B, L + 1]: over [0, i)
     after = ((counts.gather(1, end_pos) - counts[:, 1:]) & _MASK16).clamp_(max=19)
-    term = _look(t["digit"], b) * _look(t["pow10"], after)
+    term = take(t["digit"], b) * take(t["pow10"], after)
     digits = torch.cat([torch.zeros_like(term[:, :1]), term.cumsum(1)], 1)
     c = counts.gather(1, end) - counts.gather(1, start)
     n_dig, n_frac, n_exp, top = c & _MASK16, (c >> 16) & _MASK16, (c >> 32) & _MASK16, c >> 48
     v = digits.gather(1, end) - digits.gather(1, start)
-    scale = _look(t["pow10"], n_exp.clamp(max=18))
+    scale = take(t["pow10"], n_exp.clamp(max=18))
     m = v // scale
     e = v - m * scale
     k = torch.where((top & 1).bool(), -e, e) - n_frac
     slow = is_number & ((n_dig > 18) | (n_exp > 4) | (m >= 2 ** 53) | (k.abs() > 22) | (top > 1))
     k = (k + 22).clamp_(0, 44)
-    value = m.to(torch.float64) * _look(t["scale_up"], k) / _look(t["scale_down"], k)  # m * 10^k or m / 10^-k
+    value = m.to(torch.float64) * take(t["scale_up"], k) / take(t["scale_down"], k)  # m * 10^k or m / 10^-k
     value = torch.where(is_number & ~slow, value, 0.0)
     return value, slow

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import torch
 
 from ...lang import spec
-from .common import BIG, gather, last_true, positions, shift_left, shift_right
+from .common import BIG, gather, last_true, positions, shift_left, shift_right, take
 from .lex import Tokens
 from .rules import OPERAND_END, Structure
 
@@ -42,11 +42,6 @@ WALL = -1
 S = 64  # binding powers per nesting level
 AUG_OPS = list(spec.AUG_ASSIGN)
 BIN_PREC = {op: b.prec for op, b in spec.BINARY_OPS.items()}
-
-
-def _lut(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """table[idx] for a small 1-D table (index_select on the flat indices is much cheaper on CPU)."""
-    return table.index_select(0, idx.reshape(-1)).view(idx.shape)
 
 
 # Token classes: the token kinds, plus the kinds whose role depends on context.
@@ -191,15 +186,15 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
 
     # each token's class: its kind, or the role its context gives it
     prev_raw = shift_right(kind, K["newline"])
-    pm_prefix = ((kind == K["-"]) | (kind == K["+"])) & ~_lut(tab["operand_end"], prev_raw)
+    pm_prefix = ((kind == K["-"]) | (kind == K["+"])) & ~take(tab["operand_end"], prev_raw)
     cls = torch.where(pm_prefix, C_PREFIX, kind)
     cls = torch.where(st.is_call, C_CALL, cls)
     cls = torch.where(dead, C_DEAD, cls)
     cls = torch.where(body, cls, C_WALL)
-    prefix = _lut(tab["prefix"], cls)
-    binary = _lut(tab["binary"], cls)
-    wall = _lut(tab["wall"], cls)
-    aug = _lut(tab["aug"], cls)
+    prefix = take(tab["prefix"], cls)
+    binary = take(tab["binary"], cls)
+    wall = take(tab["wall"], cls)
+    aug = take(tab["aug"], cls)
     call = cls == C_CALL
     group = cls == K["("]
     rpar = cls == K[")"]
@@ -212,8 +207,8 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     ifs = is_if.long()
     tern = (ifs - is_else.long()).cumsum(1) - ifs
     base = (st.depth - rpar.long() + tern) * S
-    lbp = torch.where(wall, WALL, (base + _lut(tab["lb"], cls)).clamp_(max=INF))
-    rbp = torch.where(wall, WALL, (base + _lut(tab["rb"], cls)).clamp_(max=INF))
+    lbp = torch.where(wall, WALL, (base + take(tab["lb"], cls)).clamp_(max=INF))
+    rbp = torch.where(wall, WALL, (base + take(tab["rb"], cls)).clamp_(max=INF))
 
     L, R = nearest_smaller(rbp, lbp)
     take_left = (L >= 0) & ((R >= T) | (gather(rbp, L) >= gather(lbp, R)))
@@ -234,7 +229,7 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
         vn = vn.gather(1, vn)
     vn_ext = torch.cat([torch.full_like(vn[:, :1], -1), vn], 1)  # value of token t at t + 1; -1 at 0
 
-    nt0 = _lut(tab["nt"], cls)
+    nt0 = take(tab["nt"], cls)
     ntype = torch.where(ns & (nt0 <= N_BOOL), N_ATTR, nt0)
     ntype = torch.where(group & (right_of >= 0), N_GROUP, ntype)
     callee = torch.where(call, left_of, -1)
@@ -249,7 +244,7 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     c1 = torch.where(is_else, gather(left_of, left_of), torch.where(binary | prefix, right_of, -1))
     c2 = torch.where(is_else, right_of, -1)
     child = vn_ext.gather(1, torch.stack([c0, c1, c2], -1).view(B, 3 * T).add_(1)).view(B, T, 3)
-    is_cmp = _lut(tab["cmp"], cls)
+    is_cmp = take(tab["cmp"], cls)
     chained = is_cmp & gather(is_cmp, left_of) & (left_of >= 0)
 
     # call arguments: the roots hanging under the call's `(` or under its commas
@@ -286,15 +281,15 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     p_tok = torch.where((p_tok >= 0) & (gather(stmt_first, p_tok) == stmt_first), p_tok, -1)
     p_start = p_tok < 0
     p_cls = gather(cls, p_tok)
-    p_end = ~p_start & _lut(tab["end"], p_cls)
-    bad = _lut(tab["starts"], cls) & p_end
-    bad |= _lut(tab["after"], cls) & ~p_end & ~(rpar & ~p_start & ((p_cls == K[","]) | _lut(tab["lpar"], p_cls)))
+    p_end = ~p_start & take(tab["end"], p_cls)
+    bad = take(tab["starts"], cls) & p_end
+    bad |= take(tab["after"], cls) & ~p_end & ~(rpar & ~p_start & ((p_cls == K[","]) | take(tab["lpar"], p_cls)))
     bad |= ret & ~p_start
     # a live token is the last of its statement unless it is the previous token of a live one
     not_last = torch.zeros((B, T + 1), dtype=torch.bool, device=dev)
     not_last.scatter_(1, torch.where(live & ~p_start, p_tok, T), True)
-    bad |= live & ~not_last[:, :T] & ~_lut(tab["last_ok"], cls)
-    bad |= (cls == K["not"]) & ~_lut(tab["not_ctx"], p_cls) & ~p_start
+    bad |= live & ~not_last[:, :T] & ~take(tab["last_ok"], cls)
+    bad |= (cls == K["not"]) & ~take(tab["not_ctx"], p_cls) & ~p_start
     # if/else alternate inside each bracket of a statement: sort them by (statement, bracket, position)
     ie = is_if | is_else
     gkey = torch.where(ie, (stmt_first * (T + 1) + st.enclosing + 1) * (T + 1) + pos, BIG)
@@ -308,17 +303,17 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     bad |= ie & ~in_pair
     # targets: the roots just left of `=` / `op=`
     r_wall_kind = gather(kind, R)
-    tgt = root & (R < T) & _lut(tab["assigns"], r_wall_kind)
+    tgt = root & (R < T) & take(tab["assigns"], r_wall_kind)
     tnode_type = gather(ntype, vn)
-    target_ok = torch.where(r_wall_kind == K["="], _lut(tab["target_eq"], tnode_type),
-                            _lut(tab["target_aug"], tnode_type))
+    target_ok = torch.where(r_wall_kind == K["="], take(tab["target_eq"], tnode_type),
+                            take(tab["target_aug"], tnode_type))
     bad |= tgt & ~target_ok
     # statements: `return` first; `=` and `op=` do not mix; one `op=`
     # per-statement counts of `op=`, `=` and targets in one scatter, as 20-bit fields
     first = body & (stmt_first == pos)
     sf = stmt_first.clamp(min=0)
     counts = torch.zeros((B, T), dtype=torch.long, device=dev)
-    counts.scatter_add_(1, sf, _lut(tab["counted"], cls) + (tgt.long() << 40))
+    counts.scatter_add_(1, sf, take(tab["counted"], cls) + (tgt.long() << 40))
     n_aug, n_asg, n_targets = counts & 0xFFFFF, (counts >> 20) & 0xFFFFF, counts >> 40
     s_counts = counts.gather(1, sf)
     s_aug, s_asg = s_counts & 0xFFFFF, s_counts >> 20 & 0xFFFFF

@@ -27,6 +27,7 @@ from .common import (
     positions,
     shift_left,
     shift_right,
+    take,
 )
 from .lex import Tokens, pack_key, span_hash
 
@@ -76,7 +77,7 @@ def isin(x: torch.Tensor, values) -> torch.Tensor:
         table = torch.zeros(len(spec.TOKEN_KINDS), dtype=torch.bool, device=x.device)
         table[list(values)] = True
         _MEMBERSHIP[key] = table
-    return _MEMBERSHIP[key].index_select(0, x.reshape(-1)).view(x.shape)  # index_select: ~4x faster than [x] on CPU
+    return take(_MEMBERSHIP[key], x)
 
 
 @dataclass

@@ -18,7 +18,7 @@ import torch
 
 from ...lang import spec
 from ...lang.errors import KIND_CODES
-from .common import BIG, FirstError, error_base, error_key, gather, next_true, positions
+from .common import BIG, FirstError, error_base, error_key, gather, next_true, perfect_hash, positions, take
 from .lex import Tokens, pack_key
 from .parse import N_ATTR, N_BIN, N_CALL, N_NAME, N_TUPLE, Tree
 from .rules import Structure, isin
@@ -69,11 +69,7 @@ def _name_slots(device):
     if device not in _NAME_SLOTS:
         names = sorted(set(CONSTANT_NAMES) | set(BUILTIN_NAMES))
         keys = [pack_key(n) for n in names]
-        for i in range(1, 1 << 16, 2):
-            mult = _signed(0x9E3779B97F4A7C15 * i)
-            slots = [(_signed(k * mult) >> 56) & 255 for k in keys]
-            if len(set(slots)) == len(slots):
-                break
+        mult, slots = perfect_hash(keys, 8)
         spare = next(k for k, sl in zip(keys, slots) if sl != 0)  # for empty slots
         rows = [[spare if sl != slots[keys.index(spare)] else keys[0], -1, -1, 0, 0] for sl in range(257)]
         for n, k, sl in zip(names, keys, slots):
@@ -83,16 +79,6 @@ def _name_slots(device):
         cols = torch.tensor(rows, dtype=torch.long, device=device).T.contiguous()
         _NAME_SLOTS[device] = (mult, *cols)
     return _NAME_SLOTS[device]
-
-
-def _signed(v: int) -> int:
-    v &= (1 << 64) - 1
-    return v - (1 << 64) if v >= 1 << 63 else v
-
-
-def _take(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """table[idx] for a 1-D table (index_select: several times faster than indexing on the CPU)."""
-    return table.index_select(0, idx.reshape(-1)).view(idx.shape)
 
 
 def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
@@ -191,8 +177,8 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     name_key = gather(tk.key, tr.name_tok)
     mult, slot_key, slot_const, slot_builtin, slot_lo, slot_hi = _name_slots(dev)
     slot = ((name_key * mult) >> 56) & 255
-    slot = torch.where(_take(slot_key, slot) == name_key, slot, 256)
-    const_idx, builtin_idx = _take(slot_const, slot), _take(slot_builtin, slot)
+    slot = torch.where(take(slot_key, slot) == name_key, slot, 256)
+    const_idx, builtin_idx = take(slot_const, slot), take(slot_builtin, slot)
     bound = ref_src >= 0
     is_ref = value_ref & bound
     ns_line, ns_col = at(tr.node_start)
@@ -210,7 +196,7 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     plain = calls & ~callee_bound
     fail(plain & (const_idx >= 0), "this is a constant, not a function", expr_base)
     fail(plain & (const_idx < 0) & (builtin_idx < 0), "not a builtin function", expr_base)
-    lo, hi = _take(slot_lo, slot), _take(slot_hi, slot)
+    lo, hi = take(slot_lo, slot), take(slot_hi, slot)
     arity_bad = plain & (const_idx < 0) & (builtin_idx >= 0) & ((tr.n_args < lo) | (tr.n_args > hi))
     fail(arity_bad, "wrong number of arguments for this builtin", expr_base)
     fail(tr.body & (tr.ntype == N_BIN) & tr.chained, "chained comparisons are not supported: use `and`",
