@@ -48,19 +48,44 @@ class FirstError:
 
     A rule is a mask over tokens [B, T] plus a constant (kind code, message id); its first error in a
     row is the masked minimum of a precomputed base (error_base of the tokens' places) plus that
-    constant. So a rule costs one `where` and one row minimum instead of a key per token."""
+    constant. So a rule costs one `where` and one row minimum instead of a key per token. When the
+    base never decreases along a row (errors at the tokens themselves, one priority) the minimum is
+    at the first masked token, found by an int32 row maximum: several times cheaper than a masked
+    int64 minimum on a CPU."""
 
     def __init__(self, rows: int, device):
         self.key = torch.full((rows,), NO_ERROR, dtype=torch.long, device=device)
+        self._countdown: torch.Tensor | None = None  # T - position, int32
 
-    def add(self, mask: torch.Tensor, base: torch.Tensor, code: int, msg: int) -> None:
-        """Record the rule that fails where `mask`; bases >= NO_ERROR never count (padding)."""
-        first = torch.where(mask, base, NO_ERROR).amin(1) + (code * _MSG + msg)
+    def add(self, mask: torch.Tensor, base: torch.Tensor, code: int, msg: int, ordered: bool = False) -> None:
+        """Record the rule that fails where `mask`; bases >= NO_ERROR never count (padding).
+        `ordered`: base is non-decreasing along each row."""
+        if ordered:
+            T = mask.shape[1]
+            if self._countdown is None or self._countdown.shape[0] != T:
+                self._countdown = torch.arange(T, 0, -1, dtype=torch.int32, device=mask.device)
+            left = (mask * self._countdown).amax(1)  # T - first masked position, 0 if none
+            at = base.gather(1, (T - left).clamp_(max=T - 1).long()[:, None])[:, 0]
+            first = torch.where(left > 0, at, NO_ERROR) + (code * _MSG + msg)
+        else:
+            first = torch.where(mask, base, NO_ERROR).amin(1) + (code * _MSG + msg)
         self.key = torch.minimum(self.key, first)
 
     def add_rows(self, mask: torch.Tensor, key) -> None:
         """Record a per-program error [B] (a key or one key for all rows) where `mask`."""
         self.key = torch.where(mask, torch.minimum(self.key, torch.as_tensor(key, device=self.key.device)), self.key)
+
+
+def select(mask: torch.Tensor, a, b) -> torch.Tensor:
+    """torch.where(mask, a, b) for integer values (tensors of one dtype, or a tensor and an int).
+
+    On a CPU as arithmetic, b + (a - b) * mask, exact under wrapping: torch's CPU `where` over a full
+    bool mask is not vectorised (about 1.8 ns an element, against 0.3 for three int32 operations)."""
+    if mask.is_cuda:
+        return torch.where(mask, a, b)
+    if isinstance(b, torch.Tensor):
+        return (a - b) * mask + b
+    return (a - b) * mask + b if isinstance(a, torch.Tensor) else torch.where(mask, a, b)
 
 
 def shift_right(x: torch.Tensor, fill) -> torch.Tensor:

@@ -108,7 +108,7 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     def fail(mask, message, priority=P_TOKEN):
         if priority not in bases:
             bases[priority] = torch.where(valid, error_base(tk.line, tk.col, priority), NO_ERROR)
-        errors.add(mask, bases[priority], KIND_CODES[MESSAGES[MSG[message]][0]], MSG[message])
+        errors.add(mask, bases[priority], KIND_CODES[MESSAGES[MSG[message]][0]], MSG[message], ordered=True)
 
     prev = shift_right(kind, K["newline"])
     nxt = shift_left(kind, K["newline"])
