@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 BIG = 1 << 40
@@ -46,34 +48,52 @@ NO_ERROR = error_key(1 << 20, 0, 0, 0, 0)
 class FirstError:
     """The first error of each program across many rules.
 
-    A rule is a mask over tokens [B, T] plus a constant (kind code, message id); its first error in a
-    row is the masked minimum of a precomputed base (error_base of the tokens' places) plus that
-    constant. So a rule costs one `where` and one row minimum instead of a key per token. When the
-    base never decreases along a row (errors at the tokens themselves, one priority) the minimum is
-    at the first masked token, found by an int32 row maximum: several times cheaper than a masked
-    int64 minimum on a CPU."""
+    A rule is a mask over tokens [B, T] plus a constant (priority, kind code, message id). Two kinds:
 
-    def __init__(self, rows: int, device):
-        self.key = torch.full((rows,), NO_ERROR, dtype=torch.long, device=device)
-        self._countdown: torch.Tensor | None = None  # T - position, int32
+    - `at_tokens`: the error is located at the failing tokens themselves. A key orders by place
+      first, so until the end only each token's smallest constant matters: one int32 maximum over
+      [B, T] per rule (of _NONE - constant); `key` then reads the first failing token of each row.
+    - `add`: errors located elsewhere (a base [B, T] of error_base keys): a masked int64 row minimum.
+    """
 
-    def add(self, mask: torch.Tensor, base: torch.Tensor, code: int, msg: int, ordered: bool = False) -> None:
-        """Record the rule that fails where `mask`; bases >= NO_ERROR never count (padding).
-        `ordered`: base is non-decreasing along each row."""
-        if ordered:
-            T = mask.shape[1]
-            if self._countdown is None or self._countdown.shape[0] != T:
-                self._countdown = torch.arange(T, 0, -1, dtype=torch.int32, device=mask.device)
-            left = (mask * self._countdown).amax(1)  # T - first masked position, 0 if none
-            at = base.gather(1, (T - left).clamp_(max=T - 1).long()[:, None])[:, 0]
-            first = torch.where(left > 0, at, NO_ERROR) + (code * _MSG + msg)
-        else:
-            first = torch.where(mask, base, NO_ERROR).amin(1) + (code * _MSG + msg)
-        self.key = torch.minimum(self.key, first)
+    _NONE = _AT  # above every constant (priority, kind, message)
+
+    def __init__(self, rows: int, device, line=None, col=None, valid=None):
+        """line, col [B, T]: the tokens' places, for `at_tokens`; valid: where such errors count."""
+        self._key = torch.full((rows,), NO_ERROR, dtype=torch.long, device=device)
+        self._line, self._col, self._valid = line, col, valid
+        self._gain: torch.Tensor | None = None  # [B, T] int32: _NONE - smallest constant failing there, or 0
+        self._gains: dict[int, torch.Tensor] = {}
+
+    def at_tokens(self, mask: torch.Tensor, priority: int, code: int, msg: int) -> None:
+        """Record the rule that fails at the tokens where `mask`."""
+        gain = self._NONE - (priority + 1) * (_CODE * _MSG) - code * _MSG - msg
+        if gain not in self._gains:
+            self._gains[gain] = torch.tensor(gain, dtype=torch.int32, device=mask.device)
+        g = mask * self._gains[gain]
+        self._gain = g if self._gain is None else torch.maximum(self._gain, g)
+
+    @property
+    def key(self) -> torch.Tensor:
+        """[B] the first error's key, NO_ERROR where none."""
+        if self._gain is not None:
+            hit = self._gain > 0
+            first = first_true(hit if self._valid is None else hit & self._valid)
+            at = first.clamp(min=0)[:, None]
+            place = self._line.gather(1, at)[:, 0] * _COL + self._col.gather(1, at)[:, 0]
+            key = place * _AT + (self._NONE - self._gain.gather(1, at)[:, 0])
+            self._key = torch.minimum(self._key, torch.where(first >= 0, key, NO_ERROR))
+            self._gain = None
+        return self._key
+
+    def add(self, mask: torch.Tensor, base: torch.Tensor, code: int, msg: int) -> None:
+        """Record the rule that fails where `mask`, at places `base`; bases >= NO_ERROR never count."""
+        first = torch.where(mask, base, NO_ERROR).amin(1)
+        self._key = torch.minimum(self._key, first + (code * _MSG + msg))
 
     def add_rows(self, mask: torch.Tensor, key) -> None:
         """Record a per-program error [B] (a key or one key for all rows) where `mask`."""
-        self.key = torch.where(mask, torch.minimum(self.key, torch.as_tensor(key, device=self.key.device)), self.key)
+        self._key = torch.where(mask, torch.minimum(self._key, torch.as_tensor(key, device=self._key.device)), self._key)
 
 
 def select(mask: torch.Tensor, a, b) -> torch.Tensor:
@@ -98,26 +118,35 @@ def shift_left(x: torch.Tensor, fill) -> torch.Tensor:
     return torch.cat([x[:, 1:], torch.full_like(x[:, :1], fill)], 1)
 
 
-def positions(x: torch.Tensor) -> torch.Tensor:
+def positions(x: torch.Tensor, dtype: torch.dtype = torch.long) -> torch.Tensor:
+    """[B, T] token positions (a broadcast view)."""
     B, T = x.shape[:2]
-    return torch.arange(T, device=x.device).expand(B, T)
+    return torch.arange(T, dtype=dtype, device=x.device).expand(B, T)
+
+
+@functools.lru_cache(maxsize=64)
+def _countdown(T: int, device: torch.device) -> torch.Tensor:
+    return torch.arange(T, 0, -1, dtype=torch.int32, device=device)
 
 
 def last_true(mask: torch.Tensor, inclusive: bool = True) -> torch.Tensor:
     """Largest j <= i (j < i when not inclusive) with mask[j], or -1."""
-    v = torch.where(mask, positions(mask), -1).cummax(1).values
-    return v if inclusive else shift_right(v, -1)
+    v = (mask * (positions(mask, torch.int32) + 1)).cummax(1).values - 1  # int32: several times cheaper
+    return (v if inclusive else shift_right(v, -1)).long()
 
 
 def next_true(mask: torch.Tensor) -> torch.Tensor:
-    """Smallest j > i with mask[j], or BIG."""
-    v = torch.where(mask, positions(mask), BIG)
-    return shift_left(v, BIG).flip(1).cummin(1).values.flip(1)
+    """Smallest j > i with mask[j], or T (the row length) if there is none."""
+    T = mask.shape[1]
+    v = T - mask * _countdown(T, mask.device)  # j where mask, else T
+    return shift_left(v, T).flip(1).cummin(1).values.flip(1).long()
 
 
 def first_true(mask: torch.Tensor) -> torch.Tensor:
-    """[B] index of the first True per row, or -1."""
-    return torch.where(mask.any(1), mask.long().argmax(1), -1)
+    """[B] index of the first True per row, or -1: an int32 row maximum of T - position."""
+    T = mask.shape[1]
+    left = (mask * _countdown(T, mask.device)).amax(1)
+    return torch.where(left > 0, T - left, -1).long()
 
 
 def gather(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:

@@ -17,9 +17,7 @@ from ...lang.errors import KIND_CODES
 from ...lang.rules import P_FILE, P_INDENT, P_LIMIT, P_TOKEN
 from .common import (
     BIG,
-    NO_ERROR,
     FirstError,
-    error_base,
     error_key,
     first_true,
     gather,
@@ -102,13 +100,10 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     B, T = kind.shape
     pos = positions(kind)
     valid = pos < tk.count[:, None]
-    errors = FirstError(B, kind.device)
-    bases: dict[int, torch.Tensor] = {}  # per priority: error_base at every real token
+    errors = FirstError(B, kind.device, tk.line, tk.col, valid)
 
     def fail(mask, message, priority=P_TOKEN):
-        if priority not in bases:
-            bases[priority] = torch.where(valid, error_base(tk.line, tk.col, priority), NO_ERROR)
-        errors.add(mask, bases[priority], KIND_CODES[MESSAGES[MSG[message]][0]], MSG[message], ordered=True)
+        errors.at_tokens(mask, priority, KIND_CODES[MESSAGES[MSG[message]][0]], MSG[message])
 
     prev = shift_right(kind, K["newline"])
     nxt = shift_left(kind, K["newline"])
