@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import torch
 
 from ...lang import spec
-from .common import BIG, gather, last_true, positions, shift_left, shift_right, take
+from .common import BIG, positions, shift_left, shift_right, take
 from .lex import Tokens
 from .rules import OPERAND_END, Structure
 
@@ -47,7 +47,9 @@ BIN_PREC = {op: b.prec for op, b in spec.BINARY_OPS.items()}
 # Token classes: the token kinds, plus the kinds whose role depends on context.
 NK = len(spec.TOKEN_KINDS)
 C_PREFIX, C_CALL, C_DEAD, C_WALL = NK, NK + 1, NK + 2, NK + 3  # prefix +/-, call `(`, after a dot, not body
-_FAR = 1 << 40  # offset of an infinite binding power (clamped to INF)
+_FAR = INF + (1 << 20)  # offset of an infinite binding power: above INF from any level's base; clamped to INF
+LOW_R = -(1 << 29)  # below every binding power (levels' bases stay within +-2^18): fills past the row's end
+LOW_L = LOW_R - 1  # and before its start
 
 
 def _class_tables() -> dict:
@@ -94,12 +96,19 @@ def _class_tables() -> dict:
     flags["assigns"] = of(flags["aug"], having([K["="]]))  # by kind
     flags["target_eq"] = having([N_NAME, N_ATTR, N_TUPLE])  # by node type
     flags["target_aug"] = having([N_NAME, N_ATTR])
-    counted = [int(flags["aug"][c]) + (int(c == K["="]) << 20) for c in range(n)]  # statement counts' fields
-    out = {"lb": torch.tensor(lb), "rb": torch.tensor(rb), "nt": torch.tensor(nt), "counted": torch.tensor(counted)}
+    assert all(0 <= b <= S - 2 for b in lb + rb if b != _FAR)  # so no finite binding power is WALL
+    for c in range(n):
+        if flags["wall"][c]:
+            lb[c] = rb[c] = WALL
+    i32 = torch.int32
+    out = {"lb": torch.tensor(lb, dtype=i32), "rb": torch.tensor(rb, dtype=i32), "nt": torch.tensor(nt, dtype=i32)}
+    out["target_ok"] = torch.tensor(flags.pop("target_aug") + flags.pop("target_eq"))  # by node type + NT * (`=`)
+    out["stmt_kind"] = torch.tensor([4, 1, 2, 2, 3, 3, 3, 3])  # by (`=`) + 2 * (`op=`) + 4 * (`return`)
     out.update({f: torch.tensor(v) for f, v in flags.items()})
     return out
 
 
+NT = NK + 4  # token classes
 _CLASS_TABLES = _class_tables()
 _DEVICE_TABLES: dict = {}
 
@@ -135,66 +144,91 @@ class Tree:
     syntax: torch.Tensor  # [B] first bad token (BIG = none)
 
 
-def nearest_smaller(rbp: torch.Tensor, lbp: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(L, R): L(i) = max j < i with rbp[j] < lbp[i], or -1; R(i) = min k > i with lbp[k] < rbp[i], or T.
+def nearest_smaller(rbp: torch.Tensor, lbp: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """(L, R, rbp at L, lbp at R), int32: L(i) = max j < i with rbp[j] < lbp[i], or -1 (there: LOW_L);
+    R(i) = min k > i with lbp[k] < rbp[i], or T (there: LOW_R).
 
     Binary lifting over sparse tables of minima of rbp padded on the left and lbp padded on the
-    right by one longest step of a value below every binding power, so a step past either end fails
-    the comparison by itself: each level is one gather, one compare and one add per side, with no
-    bounds checks. Values are int32 (binding powers fit) to halve the memory traffic."""
+    right by a value below every binding power (LOW_L < LOW_R), so a step past either end fails the
+    comparison by itself: no bounds checks. All int32: a step fails where (min - threshold) >> 31 is
+    -1, and each level reads its table at an offset (a view) that folds the half step of the next
+    level into the index, so a level is one gather and three int32 operations per side."""
     B, T = rbp.shape
-    levels = max(1, T.bit_length())
-    pad = 1 << (levels - 1)
-    r32, l32 = rbp.int(), lbp.int()
-    fill = torch.full((B, pad), -(1 << 31), dtype=torch.int32, device=rbp.device)
-    left, right = [torch.cat([fill, r32], 1)], [torch.cat([l32, fill], 1)]
-    for k in range(1, levels):  # level k, column j: min over columns j .. j + 2^k - 1
+    top = max(1, T.bit_length()) - 1
+    pad = 1 << top
+    dev = rbp.device
+    left = [torch.cat([torch.full((B, 2 * pad - 1), LOW_L, dtype=torch.int32, device=dev), rbp], 1)]
+    right = [torch.cat([lbp, torch.full((B, pad), LOW_R, dtype=torch.int32, device=dev)], 1)]
+    for k in range(1, top + 1):  # level k, column j: min over columns j .. j + 2^k - 1
         step = 1 << (k - 1)
         a, b = left[-1], right[-1]
         left.append(torch.minimum(a[:, :-step], a[:, step:]))
         right.append(torch.minimum(b[:, :-step], b[:, step:]))
-    pos = positions(rbp)
-    j = pos + pad  # padded coordinates; invariant: rbp[j : i] >= lbp[i]
-    m = pos + 1  # invariant: lbp[i + 1 : m] >= rbp[i]
-    for k in range(levels - 1, -1, -1):
-        step = 1 << k
-        j.sub_((left[k].gather(1, j - step) >= l32).long(), alpha=step)
-        m.add_((right[k].gather(1, m) >= r32).long(), alpha=step)
-    return j - (pad + 1), m
+    pos = torch.arange(T, dtype=torch.int32, device=dev).expand(B, T)
+    # left: j (padded, 2 * pad - 1 columns of fill) starts at i + 2 * pad - 1 and steps down by 2^k
+    # where rbp[j - 2^k : j] >= lbp[i]; w = j - 2^k - (2^k - 1), read from the table at offset 2^k - 1
+    wl = pos.clone()
+    # right: m starts at i + 1 and steps up by 2^k where lbp[m : m + 2^k] >= rbp[i]; rm1 = rbp - 1
+    wr = pos + 1
+    rm1 = rbp - 1
+    for k in range(top, -1, -1):
+        fail = left[k][:, (1 << k) - 1:].gather(1, wl.long()).sub_(lbp).bitwise_right_shift_(31)  # -1 / 0
+        wl.sub_(fail, alpha=1 << k)
+        grow = rm1.sub(right[k].gather(1, wr.long())).bitwise_right_shift_(31)  # -1 where lbp[m..] >= rbp
+        wr.sub_(grow, alpha=1 << k)
+    # now wl = L + 2 * pad, wr = R
+    at_l = left[0].gather(1, (wl - 1).long())
+    at_r = right[0].gather(1, wr.long())
+    return wl.sub_(2 * pad), wr, at_l, at_r
+
+
+def _last(mask: torch.Tensor, pos1: torch.Tensor) -> torch.Tensor:
+    """1 + the largest j <= i with mask[j], or 0 (int32; pos1 = positions + 1)."""
+    return (pos1 * mask).cummax(1).values
+
+
+def _over(mask: torch.Tensor, value: int, x: torch.Tensor) -> torch.Tensor:
+    """value where mask, else x (int32): arithmetic, not a CPU `where` over a full mask."""
+    return (value - x).mul_(mask).add_(x)
 
 
 def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     kind = tk.kind
     dev = kind.device
     B, T = kind.shape
+    i32 = torch.int32
     tab = _tables(dev)
-    pos = positions(kind)
+    pos = torch.arange(T, dtype=i32, device=dev).expand(B, T)
+    pos1 = pos + 1
+    kind32 = kind.int()
     lid = st.line_id
     ol = st.one_line[:, None]
     hc = st.header_colon[:, None]
     body = (st.valid & (kind != K["newline"]) & ~st.docstring & torch.where(ol, (lid == 0) & (pos > hc), lid >= 1)
             & ok[:, None])
     stmt_start = body & (shift_right(~body, True) | (shift_right(lid, -1) != lid))
-    stmt_first = torch.where(body, last_true(stmt_start), -1)
+    sf1 = _last(stmt_start, pos1).mul_(body)  # stmt_first + 1
+    stmt_first = sf1 - 1
+    sf = (sf1 - body.int()).long()  # stmt_first clamped at 0, an index
 
     # math.NAME: the namespace token stands for the attribute; the dot and the name drop out
     dot = body & (kind == K["."])
     ns = shift_left(dot, False) & body
     dead = dot | shift_right(dot, False)
-    attr = torch.where(ns, pos + 2, -1)
+    attr = (pos + 3).mul_(ns).sub_(1)
     live = body & ~dead
 
     # each token's class: its kind, or the role its context gives it
-    prev_raw = shift_right(kind, K["newline"])
-    pm_prefix = ((kind == K["-"]) | (kind == K["+"])) & ~take(tab["operand_end"], prev_raw)
-    cls = torch.where(pm_prefix, C_PREFIX, kind)
-    cls = torch.where(st.is_call, C_CALL, cls)
-    cls = torch.where(dead, C_DEAD, cls)
-    cls = torch.where(body, cls, C_WALL)
-    prefix = take(tab["prefix"], cls)
-    binary = take(tab["binary"], cls)
-    wall = take(tab["wall"], cls)
-    aug = take(tab["aug"], cls)
+    pm_prefix = ((kind == K["-"]) | (kind == K["+"])) & ~shift_right(take(tab["operand_end"], kind), False)
+    cls = _over(pm_prefix, C_PREFIX, kind32)
+    cls = _over(st.is_call, C_CALL, cls)
+    cls = _over(dead, C_DEAD, cls)
+    cls = _over(~body, C_WALL, cls)
+    cls64 = cls.long()
+    prefix = take(tab["prefix"], cls64)
+    binary = take(tab["binary"], cls64)
+    wall = take(tab["wall"], cls64)
+    aug = take(tab["aug"], cls64)
     call = cls == C_CALL
     group = cls == K["("]
     rpar = cls == K[")"]
@@ -203,96 +237,113 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     assign = cls == K["="]
     ret = cls == K["return"]
 
-    # nesting level: parentheses, plus the conditions of ternaries (between `if` and `else`)
-    ifs = is_if.long()
-    tern = (ifs - is_else.long()).cumsum(1) - ifs
-    base = (st.depth - rpar.long() + tern) * S
-    lbp = torch.where(wall, WALL, (base + take(tab["lb"], cls)).clamp_(max=INF))
-    rbp = torch.where(wall, WALL, (base + take(tab["rb"], cls)).clamp_(max=INF))
+    # nesting level: parentheses, plus the conditions of ternaries (between `if` and `else`); walls
+    # take their binding power (WALL) from the tables alone
+    ifs = is_if.int()
+    tern = (ifs - is_else.int()).cumsum(1, dtype=i32)
+    base = (tern.sub_(ifs).sub_(rpar.int()).add_(st.depth.int())).mul_(S).mul_(~wall)
+    lbp = (base + take(tab["lb"], cls64)).clamp_(max=INF)
+    rbp = base.add_(take(tab["rb"], cls64)).clamp_(max=INF)
 
-    L, R = nearest_smaller(rbp, lbp)
-    take_left = (L >= 0) & ((R >= T) | (gather(rbp, L) >= gather(lbp, R)))
-    parent_tok = torch.where(take_left, L, torch.where(R < T, R, -1))
+    L, R, at_l, at_r = nearest_smaller(rbp, lbp)
+    # the parent is L where rbp(L) >= lbp(R) (with the fills: L where R = T, R where L = -1); its
+    # binding power is then the larger of the two: WALL for a wall, LOW_R for none (finite binding
+    # powers are multiples of S plus 0 .. S - 2, never WALL)
+    take_left = at_l >= at_r
+    p_bp = torch.maximum(at_l, at_r)
     member = live & ~wall & ~rpar
-    parent_tok = torch.where(member & ~gather(wall, parent_tok) & (parent_tok >= 0), parent_tok, -1)
-    root = member & (parent_tok < 0)
+    has_parent = member & (p_bp != WALL) & (p_bp != LOW_R)
+    parent_tok = (L - R).mul_(take_left).add_(R)  # a parent where has_parent
+    root = member & ~has_parent
+    parent_tok = (parent_tok + 1).mul_(has_parent).sub_(1)
 
-    # children slots of each node; values see through parentheses
-    left_of = torch.full((B, T + 1), -1, dtype=torch.long, device=dev)
-    right_of = torch.full((B, T + 1), -1, dtype=torch.long, device=dev)
-    has_parent = member & (parent_tok >= 0)
-    left_of.scatter_(1, torch.where(has_parent & (pos < parent_tok), parent_tok, T), pos)
-    right_of.scatter_(1, torch.where(has_parent & (pos > parent_tok), parent_tok, T), pos)
+    # children slots of each node (a left child's parent is its R, a right child's its L)
+    left_of = torch.full((B, T + 1), -1, dtype=i32, device=dev)
+    right_of = torch.full((B, T + 1), -1, dtype=i32, device=dev)
+    left_of.scatter_(1, (R - T).mul_(has_parent & ~take_left).add_(T).long(), pos)
+    right_of.scatter_(1, (L - T).mul_(has_parent & take_left).add_(T).long(), pos)
     left_of, right_of = left_of[:, :T], right_of[:, :T]
-    vn = torch.where(group & (right_of >= 0), right_of, pos)
+    # values see through parentheses
+    grouped = group & (right_of >= 0)
+    vn = (right_of - pos).mul_(grouped).add_(pos).long()
     for _ in range(max(1, (spec.MAX_NESTING + 1).bit_length())):
         vn = vn.gather(1, vn)
     vn_ext = torch.cat([torch.full_like(vn[:, :1], -1), vn], 1)  # value of token t at t + 1; -1 at 0
 
-    nt0 = take(tab["nt"], cls)
-    ntype = torch.where(ns & (nt0 <= N_BOOL), N_ATTR, nt0)
-    ntype = torch.where(group & (right_of >= 0), N_GROUP, ntype)
-    callee = torch.where(call, left_of, -1)
+    ntype = take(tab["nt"], cls64)
+    ntype = _over(ns & (ntype <= N_BOOL), N_ATTR, ntype)
+    ntype = _over(grouped, N_GROUP, ntype)
+    lo1 = left_of + 1
+    callee1 = lo1 * call  # callee + 1
     callee_mask = torch.zeros((B, T + 1), dtype=torch.bool, device=dev)
-    callee_mask.scatter_(1, torch.where(call & (left_of >= 0), left_of, T), True)
-    ntype = torch.where(callee_mask[:, :T] & (ntype != N_NONE), N_CALLEE, ntype)
-    attr = torch.where(call, gather(attr, callee), attr)
-    name_tok = torch.where(attr >= 0, attr, torch.where(call, callee, pos))
+    callee_mask.scatter_(1, (callee1 - 1 - T).mul_(callee1 > 0).add_(T).long(), True)
+    ntype = _over(callee_mask[:, :T] & (ntype != N_NONE), N_CALLEE, ntype)
+    callee = callee1 - 1
+    attr = (attr.gather(1, callee.clamp(min=0).long()) - attr).mul_(call).add_(attr)
+    name_tok = (callee - pos).mul_(call).add_(pos)
+    name_tok = (attr - name_tok).mul_(attr >= 0).add_(name_tok)
 
-    # children (token, -1 = none) -> their values, by one gather; ternary: the `if` node is left_of
-    c0 = torch.where(is_else, gather(right_of, left_of), torch.where(prefix, right_of, torch.where(binary, left_of, -1)))
-    c1 = torch.where(is_else, gather(left_of, left_of), torch.where(binary | prefix, right_of, -1))
-    c2 = torch.where(is_else, right_of, -1)
-    child = vn_ext.gather(1, torch.stack([c0, c1, c2], -1).view(B, 3 * T).add_(1)).view(B, T, 3)
-    is_cmp = take(tab["cmp"], cls)
-    chained = is_cmp & gather(is_cmp, left_of) & (left_of >= 0)
+    # children (token + 1, 0 = none) -> their values, by one gather; ternary: the `if` node is left_of
+    lo_idx = left_of.clamp(min=0).long()
+    ro1 = right_of + 1
+    c0 = (right_of.gather(1, lo_idx) + 1).mul_(is_else).add_(ro1 * prefix).add_(lo1 * binary)
+    c1 = (left_of.gather(1, lo_idx) + 1).mul_(is_else).add_(ro1 * (binary | prefix))
+    c2 = ro1 * is_else
+    child = vn_ext.gather(1, torch.stack([c0, c1, c2], -1).view(B, 3 * T).long()).view(B, T, 3)
+    is_cmp = take(tab["cmp"], cls64)
+    chained = is_cmp & is_cmp.gather(1, lo_idx) & (left_of >= 0)
 
     # call arguments: the roots hanging under the call's `(` or under its commas
-    par = parent_tok.clamp(min=0)
+    par = parent_tok.clamp(min=0).long()
     under_comma = comma.gather(1, par)
     under_call = has_parent & ~comma & (call.gather(1, par) | under_comma)
-    call_of = torch.where(under_comma, st.enclosing.gather(1, par), parent_tok)
+    enclosing = st.enclosing.int()
+    call_of = (enclosing.gather(1, par) - parent_tok).mul_(under_comma).add_(parent_tok)
     arg = under_call & (call_of >= 0) & (pos > call_of)
     # depth: the member intervals (L(j), R(j)) covering each node (subtrees are nested intervals)
-    ends = torch.zeros((B, T + 1), dtype=torch.int32, device=dev)
+    ends = torch.zeros((B, T + 1), dtype=i32, device=dev)
     one = member.int()
-    ends.scatter_add_(1, torch.where(member, L + 1, T), one)
-    ends.scatter_add_(1, torch.where(member, R, T), -one)
-    depth = torch.where(member, ends[:, :T].cumsum(1), 0)
+    ends.scatter_add_(1, (L + 1 - T).mul_(member).add_(T).long(), one)
+    ends.scatter_add_(1, (R - T).mul_(member).add_(T).long(), one.neg())
+    depth = ends[:, :T].cumsum(1, dtype=i32).mul_(member)
     # rank = the call's own commas before the argument: a prefix sum of +1 per comma and, per `)`,
     # minus its bracket's own commas, so every bracket closed in between adds nothing
-    n_commas = torch.zeros((B, T + 1), dtype=torch.long, device=dev)
-    n_commas.scatter_add_(1, torch.where(comma & (st.enclosing >= 0), st.enclosing, T), comma.long())
-    own = torch.where(comma, 1, torch.where(rpar, -gather(n_commas, st.enclosing), 0)).cumsum(1)
-    rank = own - gather(own, call_of)
-    parent = torch.full((B, T + 1), -1, dtype=torch.long, device=dev)
-    arg_rank = torch.zeros((B, T + 1), dtype=torch.long, device=dev)
-    arg_at = torch.where(arg, vn, T)
-    parent.scatter_(1, arg_at, torch.where(arg, call_of, -1))
+    n_commas = torch.zeros((B, T + 1), dtype=i32, device=dev)
+    enc_ok = enclosing >= 0
+    n_commas.scatter_add_(1, (enclosing - T).mul_(comma & enc_ok).add_(T).long(), comma.int())
+    own = (comma.int() - n_commas.gather(1, enclosing.clamp(min=0).long()).mul_(rpar)).cumsum(1, dtype=i32)
+    rank = own - own.gather(1, call_of.clamp(min=0).long())
+    parent = torch.full((B, T + 1), -1, dtype=i32, device=dev)
+    arg_rank = torch.zeros((B, T + 1), dtype=i32, device=dev)
+    vn32 = vn.int()
+    arg_at = (vn32 - T).mul_(arg).add_(T).long()
+    parent.scatter_(1, arg_at, (call_of + 1).mul_(arg).sub_(1))
     arg_rank.scatter_(1, arg_at, rank)
-    n_args = torch.zeros((B, T + 1), dtype=torch.long, device=dev)
-    n_args.scatter_add_(1, torch.where(arg, call_of, T), arg.long())
+    n_args = torch.zeros((B, T + 1), dtype=i32, device=dev)
+    n_args.scatter_add_(1, (call_of - T).mul_(arg).add_(T).long(), arg.int())
 
     node_start = L + 1
-    node_end = (R - 1).clamp(max=T - 1)
+    node_end = (R - 1).clamp_(max=T - 1)
 
     # syntax: operands and operators alternate; `not`, `if`/`else` in their places
-    p_tok = last_true(live, inclusive=False)
-    p_tok = torch.where((p_tok >= 0) & (gather(stmt_first, p_tok) == stmt_first), p_tok, -1)
-    p_start = p_tok < 0
-    p_cls = gather(cls, p_tok)
-    p_end = ~p_start & take(tab["end"], p_cls)
-    bad = take(tab["starts"], cls) & p_end
-    bad |= take(tab["after"], cls) & ~p_end & ~(rpar & ~p_start & ((p_cls == K[","]) | take(tab["lpar"], p_cls)))
-    bad |= ret & ~p_start
+    p1 = shift_right(_last(live, pos1), 0)  # previous live token + 1
+    p_idx = (p1 - 1).clamp_(min=0).long()
+    same = (p1 > 0) & (stmt_first.gather(1, p_idx) == stmt_first)
+    p_tok = (p1 * same).sub_(1)
+    p_cls = cls.gather(1, p_idx.mul_(same)).long()
+    p_end = same & take(tab["end"], p_cls)
+    bad = take(tab["starts"], cls64) & p_end
+    bad |= take(tab["after"], cls64) & ~p_end & ~(rpar & same & ((p_cls == K[","]) | take(tab["lpar"], p_cls)))
+    bad |= ret & same
     # a live token is the last of its statement unless it is the previous token of a live one
     not_last = torch.zeros((B, T + 1), dtype=torch.bool, device=dev)
-    not_last.scatter_(1, torch.where(live & ~p_start, p_tok, T), True)
-    bad |= live & ~not_last[:, :T] & ~take(tab["last_ok"], cls)
-    bad |= (cls == K["not"]) & ~take(tab["not_ctx"], p_cls) & ~p_start
+    not_last.scatter_(1, (p_tok - T).mul_(live & same).add_(T).long(), True)
+    bad |= live & ~not_last[:, :T] & ~take(tab["last_ok"], cls64)
+    bad |= (cls == K["not"]) & ~take(tab["not_ctx"], p_cls) & same
     # if/else alternate inside each bracket of a statement: sort them by (statement, bracket, position)
     ie = is_if | is_else
-    gkey = torch.where(ie, (stmt_first * (T + 1) + st.enclosing + 1) * (T + 1) + pos, BIG)
+    pos64 = positions(kind)
+    gkey = torch.where(ie, (stmt_first.long() * (T + 1) + st.enclosing + 1) * (T + 1) + pos64, BIG)
     sk, order = gkey.sort(1)
     s_if = is_if.gather(1, order)
     grp = sk - order  # the group times T + 1 (order is the position)
@@ -302,35 +353,35 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     in_pair.scatter_(1, order, pair | shift_right(pair, False))
     bad |= ie & ~in_pair
     # targets: the roots just left of `=` / `op=`
-    r_wall_kind = gather(kind, R)
+    r_idx = R.clamp(max=T - 1).long()
+    r_wall_kind = kind.gather(1, r_idx)
     tgt = root & (R < T) & take(tab["assigns"], r_wall_kind)
-    tnode_type = gather(ntype, vn)
-    target_ok = torch.where(r_wall_kind == K["="], take(tab["target_eq"], tnode_type),
-                            take(tab["target_aug"], tnode_type))
+    tnode_type = ntype.gather(1, vn)
+    target_ok = take(tab["target_ok"], (r_wall_kind == K["="]).long().mul_(NT).add_(tnode_type))
     bad |= tgt & ~target_ok
     # statements: `return` first; `=` and `op=` do not mix; one `op=`
-    # per-statement counts of `op=`, `=` and targets in one scatter, as 20-bit fields
+    # per-statement counts of targets and `=` (16-bit fields) and of `op=`
     first = body & (stmt_first == pos)
-    sf = stmt_first.clamp(min=0)
-    counts = torch.zeros((B, T), dtype=torch.long, device=dev)
-    counts.scatter_add_(1, sf, take(tab["counted"], cls) + (tgt.long() << 40))
-    n_aug, n_asg, n_targets = counts & 0xFFFFF, (counts >> 20) & 0xFFFFF, counts >> 40
-    s_counts = counts.gather(1, sf)
-    s_aug, s_asg = s_counts & 0xFFFFF, s_counts >> 20 & 0xFFFFF
+    counts = torch.zeros((B, T), dtype=i32, device=dev)
+    counts.scatter_add_(1, sf, tgt.int().add_(assign.int().bitwise_left_shift_(16)))
+    n_aug = torch.zeros((B, T), dtype=i32, device=dev)
+    n_aug.scatter_add_(1, sf, aug.int())
+    n_asg, n_targets = counts >> 16, counts & 0xFFFF
+    s_aug, s_asg = n_aug.gather(1, sf), counts.gather(1, sf) >> 16
     bad |= body & (s_aug > 0) & ((s_asg > 0) | (s_aug > 1))
     bad |= (assign | aug) & ret.gather(1, sf)  # `return x = 1`
-    syntax = torch.where(bad, pos, BIG).min(1).values
+    last = (bad * torch.arange(T, 0, -1, dtype=i32, device=dev)).amax(1)  # T - first bad position
+    syntax = torch.where(last > 0, T - last.long(), BIG)
 
     value_root = root & ~tgt
     stmt_value = torch.full((B, T + 1), -1, dtype=torch.long, device=dev)
-    stmt_value.scatter_(1, torch.where(value_root, sf, T), vn)
-    stmt_kind = torch.where(first, 4, 0)
-    stmt_kind = torch.where(first & (n_asg > 0), 1, stmt_kind)
-    stmt_kind = torch.where(first & (n_aug > 0), 2, stmt_kind)
-    stmt_kind = torch.where(first & ret, 3, stmt_kind)
-    stmt_aug = torch.full((B, T + 1), -1, dtype=torch.long, device=dev)
-    stmt_aug.scatter_(1, torch.where(aug, sf, T), pos)
-    target_of = torch.where(tgt, stmt_first, -1)
-    return Tree(ntype, child, parent[:, :T], arg_rank[:, :T], n_args[:, :T], attr, name_tok, callee, node_start,
-                node_end, depth, chained, stmt_value[:, :T], vn, target_of, stmt_kind, stmt_aug[:, :T], n_targets,
-                stmt_first, body, syntax)
+    stmt_value.scatter_(1, (sf1 - 1 - T).mul_(value_root).add_(T).long(), vn)
+    stmt_kind = take(tab["stmt_kind"], (n_asg > 0).long().add_((n_aug > 0).long() * 2).add_(ret.long() * 4))
+    stmt_kind = stmt_kind.mul_(first)
+    stmt_aug = torch.full((B, T + 1), -1, dtype=i32, device=dev)
+    stmt_aug.scatter_(1, (sf1 - 1 - T).mul_(aug).add_(T).long(), pos)
+    target_of = sf1.mul(tgt).sub_(1)
+    return Tree(ntype.long(), child, parent[:, :T].long(), arg_rank[:, :T].long(), n_args[:, :T].long(), attr.long(),
+                name_tok.long(), callee.long(), node_start.long(), node_end.long(), depth.long(), chained,
+                stmt_value[:, :T], vn, target_of.long(), stmt_kind, stmt_aug[:, :T].long(), n_targets.long(),
+                stmt_first.long(), body, syntax)
