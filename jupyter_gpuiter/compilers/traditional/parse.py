@@ -47,6 +47,7 @@ BIN_PREC = {op: b.prec for op, b in spec.BINARY_OPS.items()}
 # Token classes: the token kinds, plus the kinds whose role depends on context.
 NK = len(spec.TOKEN_KINDS)
 C_PREFIX, C_CALL, C_DEAD, C_WALL = NK, NK + 1, NK + 2, NK + 3  # prefix +/-, call `(`, after a dot, not body
+NT = NK + 4  # token classes
 _FAR = INF + (1 << 20)  # offset of an infinite binding power: above INF from any level's base; clamped to INF
 LOW_R = -(1 << 29)  # below every binding power (levels' bases stay within +-2^18): fills past the row's end
 LOW_L = LOW_R - 1  # and before its start
@@ -54,7 +55,7 @@ LOW_L = LOW_R - 1  # and before its start
 
 def _class_tables() -> dict:
     """Per token class: lbp and rbp offsets from the level's base, node type and flags."""
-    n = NK + 4
+    n = NT
     lb, rb, nt = [_FAR] * n, [_FAR] * n, [N_NONE] * n
     flags = {f: [False] * n for f in ("binary", "prefix", "atom", "aug", "cmp", "wall")}
     for op, prec in BIN_PREC.items():
@@ -93,7 +94,6 @@ def _class_tables() -> dict:
     flags["lpar"] = lpar
     flags["not_ctx"] = of(lpar, flags["aug"], having([K[k] for k in ("and", "or", "not", "if", "else", ",", "=", "return")]))
     flags["operand_end"] = having(OPERAND_END)  # by kind
-    flags["assigns"] = of(flags["aug"], having([K["="]]))  # by kind
     flags["target_eq"] = having([N_NAME, N_ATTR, N_TUPLE])  # by node type
     flags["target_aug"] = having([N_NAME, N_ATTR])
     assert all(0 <= b <= S - 2 for b in lb + rb if b != _FAR)  # so no finite binding power is WALL
@@ -102,13 +102,16 @@ def _class_tables() -> dict:
             lb[c] = rb[c] = WALL
     i32 = torch.int32
     out = {"lb": torch.tensor(lb, dtype=i32), "rb": torch.tensor(rb, dtype=i32), "nt": torch.tensor(nt, dtype=i32)}
-    out["target_ok"] = torch.tensor(flags.pop("target_aug") + flags.pop("target_eq"))  # by node type + NT * (`=`)
-    out["stmt_kind"] = torch.tensor([4, 1, 2, 2, 3, 3, 3, 3])  # by (`=`) + 2 * (`op=`) + 4 * (`return`)
+    # by kind: 2 `=`, 1 `op=`, else 0 (the assignment a target stands left of)
+    out["assign_code"] = torch.tensor([2 * (c == K["="]) + flags["aug"][c] for c in range(NK)], dtype=i32)
+    # by node type + NT * assign code
+    out["target_ok"] = torch.tensor([True] * n + flags.pop("target_aug") + flags.pop("target_eq"))
+    # by (`=`) + 2 * (`op=`) + 4 * (`return`) + 8 * (first token)
+    out["stmt_kind"] = torch.tensor([0] * 8 + [4, 1, 2, 2, 3, 3, 3, 3])
     out.update({f: torch.tensor(v) for f, v in flags.items()})
     return out
 
 
-NT = NK + 4  # token classes
 _CLASS_TABLES = _class_tables()
 _DEVICE_TABLES: dict = {}
 
@@ -148,38 +151,26 @@ def nearest_smaller(rbp: torch.Tensor, lbp: torch.Tensor) -> tuple[torch.Tensor,
     """(L, R, rbp at L, lbp at R), int32: L(i) = max j < i with rbp[j] < lbp[i], or -1 (there: LOW_L);
     R(i) = min k > i with lbp[k] < rbp[i], or T (there: LOW_R).
 
-    Binary lifting over sparse tables of minima of rbp padded on the left and lbp padded on the
-    right by a value below every binding power (LOW_L < LOW_R), so a step past either end fails the
-    comparison by itself: no bounds checks. All int32: a step fails where (min - threshold) >> 31 is
-    -1, and each level reads its table at an offset (a view) that folds the half step of the next
-    level into the index, so a level is one gather and three int32 operations per side."""
+    Both as one rightward search over 2B rows (L on the reversed rows), by binary lifting over
+    sparse tables of minima padded on the right by a value below every binding power, so a step
+    past the end fails by itself: no bounds checks. All int32: a step is taken where
+    (threshold - 1 - min) >> 31 is -1, so a level is one gather and three int32 operations."""
     B, T = rbp.shape
     top = max(1, T.bit_length()) - 1
     pad = 1 << top
-    dev = rbp.device
-    left = [torch.cat([torch.full((B, 2 * pad - 1), LOW_L, dtype=torch.int32, device=dev), rbp], 1)]
-    right = [torch.cat([lbp, torch.full((B, pad), LOW_R, dtype=torch.int32, device=dev)], 1)]
+    fill = torch.full((2 * B, pad), LOW_R, dtype=torch.int32, device=rbp.device)
+    fill[B:] = LOW_L
+    tables = [torch.cat([torch.cat([lbp, rbp.flip(1)], 0), fill], 1)]
     for k in range(1, top + 1):  # level k, column j: min over columns j .. j + 2^k - 1
         step = 1 << (k - 1)
-        a, b = left[-1], right[-1]
-        left.append(torch.minimum(a[:, :-step], a[:, step:]))
-        right.append(torch.minimum(b[:, :-step], b[:, step:]))
-    pos = torch.arange(T, dtype=torch.int32, device=dev).expand(B, T)
-    # left: j (padded, 2 * pad - 1 columns of fill) starts at i + 2 * pad - 1 and steps down by 2^k
-    # where rbp[j - 2^k : j] >= lbp[i]; w = j - 2^k - (2^k - 1), read from the table at offset 2^k - 1
-    wl = pos.clone()
-    # right: m starts at i + 1 and steps up by 2^k where lbp[m : m + 2^k] >= rbp[i]; rm1 = rbp - 1
-    wr = pos + 1
-    rm1 = rbp - 1
-    for k in range(top, -1, -1):
-        fail = left[k][:, (1 << k) - 1:].gather(1, wl.long()).sub_(lbp).bitwise_right_shift_(31)  # -1 / 0
-        wl.sub_(fail, alpha=1 << k)
-        grow = rm1.sub(right[k].gather(1, wr.long())).bitwise_right_shift_(31)  # -1 where lbp[m..] >= rbp
-        wr.sub_(grow, alpha=1 << k)
-    # now wl = L + 2 * pad, wr = R
-    at_l = left[0].gather(1, (wl - 1).long())
-    at_r = right[0].gather(1, wr.long())
-    return wl.sub_(2 * pad), wr, at_l, at_r
+        a = tables[-1]
+        tables.append(torch.minimum(a[:, :-step], a[:, step:]))
+    below = torch.cat([rbp, lbp.flip(1)], 0).sub_(1)
+    m = torch.arange(1, T + 1, dtype=torch.int32, device=rbp.device).repeat(2 * B, 1)
+    for k in range(top, -1, -1):  # invariant: values[i + 1 : m] >= threshold[i]
+        m.sub_(below.sub(tables[k].gather(1, m.long())).bitwise_right_shift_(31), alpha=1 << k)
+    at = tables[0].gather(1, m.long())
+    return (T - 1) - m[B:].flip(1), m[:B], at[B:].flip(1), at[:B]
 
 
 def _last(mask: torch.Tensor, pos1: torch.Tensor) -> torch.Tensor:
@@ -353,22 +344,19 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     in_pair.scatter_(1, order, pair | shift_right(pair, False))
     bad |= ie & ~in_pair
     # targets: the roots just left of `=` / `op=`
-    r_idx = R.clamp(max=T - 1).long()
-    r_wall_kind = kind.gather(1, r_idx)
-    tgt = root & (R < T) & take(tab["assigns"], r_wall_kind)
-    tnode_type = ntype.gather(1, vn)
-    target_ok = take(tab["target_ok"], (r_wall_kind == K["="]).long().mul_(NT).add_(tnode_type))
-    bad |= tgt & ~target_ok
+    code = torch.cat([take(tab["assign_code"], kind), torch.zeros_like(pos[:, :1])], 1).gather(1, R.long())
+    tgt = root & (code > 0)
+    bad |= tgt & ~take(tab["target_ok"], code.mul_(NT).add_(ntype.gather(1, vn)).long())
     # statements: `return` first; `=` and `op=` do not mix; one `op=`
-    # per-statement counts of targets and `=` (16-bit fields) and of `op=`
+    # per-statement counts, at the statement's first token (the first of its tokens to be bad), of
+    # targets and `=` (16-bit fields) and of `op=`
     first = body & (stmt_first == pos)
     counts = torch.zeros((B, T), dtype=i32, device=dev)
     counts.scatter_add_(1, sf, tgt.int().add_(assign.int().bitwise_left_shift_(16)))
     n_aug = torch.zeros((B, T), dtype=i32, device=dev)
     n_aug.scatter_add_(1, sf, aug.int())
     n_asg, n_targets = counts >> 16, counts & 0xFFFF
-    s_aug, s_asg = n_aug.gather(1, sf), counts.gather(1, sf) >> 16
-    bad |= body & (s_aug > 0) & ((s_asg > 0) | (s_aug > 1))
+    bad |= (n_aug > 0) & ((n_aug + n_asg) > 1)
     bad |= (assign | aug) & ret.gather(1, sf)  # `return x = 1`
     last = (bad * torch.arange(T, 0, -1, dtype=i32, device=dev)).amax(1)  # T - first bad position
     syntax = torch.where(last > 0, T - last.long(), BIG)
@@ -376,8 +364,8 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     value_root = root & ~tgt
     stmt_value = torch.full((B, T + 1), -1, dtype=torch.long, device=dev)
     stmt_value.scatter_(1, (sf1 - 1 - T).mul_(value_root).add_(T).long(), vn)
-    stmt_kind = take(tab["stmt_kind"], (n_asg > 0).long().add_((n_aug > 0).long() * 2).add_(ret.long() * 4))
-    stmt_kind = stmt_kind.mul_(first)
+    kind_at = n_asg.clamp_(max=1).add_(n_aug.clamp_(max=1), alpha=2).add_(ret.int(), alpha=4).add_(first.int(), alpha=8)
+    stmt_kind = take(tab["stmt_kind"], kind_at.long())
     stmt_aug = torch.full((B, T + 1), -1, dtype=i32, device=dev)
     stmt_aug.scatter_(1, (sf1 - 1 - T).mul_(aug).add_(T).long(), pos)
     target_of = sf1.mul(tgt).sub_(1)
