@@ -6,10 +6,16 @@ shallower than its children; disjoint nodes are ordered by position. Each node e
 instructions (a name emits none, a variadic min/max n-1); registers are the exclusive prefix sum of
 those counts in that order, offset by the parameters. Each program gets a table of instruction rows:
 one per token (its first instruction; operands from the children's registers), one per parameter,
-the return and padding. Each slot takes the last row in canonical order (parameters, sorted nodes,
-return, padding) that starts at or before it (a running maximum), and one gather fills all fields;
-call arguments and the folds' accumulators are then scattered into their slots. Outputs are int32
-like the batch (imm float64). O(B*T log T).
+the return and padding. Rows in canonical order (parameters, sorted nodes, return, padding) tile the
+slots; a slot's row is the number of rows that end at or before it (a histogram of the rows' ends
+and one prefix sum), and a few gathers fill all fields; call arguments and the folds' accumulators
+are then scattered into their slots. O(B*T log T).
+
+Inputs arrive int64; the pass works in int32 (registers, slots and positions fit) with arithmetic
+selects instead of `torch.where` over full masks (see common.select), except for the sort, whose key
+keeps its values (ties, which only invalid trees have, stay in the same order). Only the rows of
+tokens that emit instructions are ever read, so their fields are computed for those tokens only
+(other tokens' rows hold anything). Outputs are int32 like the batch (imm float64, lengths int64).
 """
 
 from __future__ import annotations
@@ -26,129 +32,152 @@ from .semantic import BUILTIN_NAMES, CONSTANT_NAMES, Semantics
 K = spec.TOK
 MAX_FOLD = 7
 NP = spec.MAX_PARAMS
-F = 5  # row fields: op, a, b, c, imm_token (imm apart)
+NK = len(spec.TOKEN_KINDS)
+NB = len(BUILTIN_NAMES)
+I32 = torch.int32
+# the op table: binary/aug op by kind, unary op by kind, builtin op by builtin, then select, const, bool
+_OP_UN, _OP_CALL, _OP_TERN = NK, 2 * NK, 2 * NK + NB
+_NO_INST = 1 << 30  # sort key of tokens without instructions, above every node's key
 _TABLES: dict = {}
 
 
 def _tables(dev):
-    """(binary/aug op by kind, unary op by kind, builtin op, builtin is variadic, constant values,
-    the rows after the tokens' [F, 1, NP + 2] and their imm [NP + 2])."""
+    """(op table (see _OP_*), builtin is variadic, immediates: 0.0 then the constants' values, the
+    parameters' and padding rows' ops and immediates [NP + 1])."""
     if dev not in _TABLES:
-        binary, unary = [-1] * len(spec.TOKEN_KINDS), [-1] * len(spec.TOKEN_KINDS)
+        binary, unary = [-1] * NK, [-1] * NK
         for tok, b in spec.BINARY_OPS.items():
             binary[K[tok]] = OP_INDEX[b.ir_op]
         for tok, op in spec.AUG_ASSIGN.items():
             binary[K[tok]] = OP_INDEX[spec.BINARY_OPS[op].ir_op]
         unary[K["-"]], unary[K["+"]], unary[K["not"]] = OP_INDEX["neg"], OP_INDEX["pos"], OP_INDEX["not"]
-        extra = torch.full((F, NP + 2), -1, dtype=torch.int32)  # parameters, the return, padding
-        extra[0, :NP], extra[0, NP] = OP_INDEX["param"], OP_INDEX["ret"]
-        extra_imm = torch.cat([torch.arange(NP, dtype=torch.float64), torch.zeros(2, dtype=torch.float64)])
+        ops = (binary + unary + [OP_INDEX[spec.BUILTINS[n].ir_op] for n in BUILTIN_NAMES]
+               + [OP_INDEX["select"], OP_INDEX["const"], OP_INDEX["bool"]])
+        imm = [0.0] + [float(spec.CONSTANTS[n]) for n in CONSTANT_NAMES]
+        extra_ops = [OP_INDEX["param"]] * NP + [-1]  # parameters, padding
         _TABLES[dev] = tuple(t.to(dev) for t in (
-            torch.tensor(binary, dtype=torch.int32), torch.tensor(unary, dtype=torch.int32),
-            torch.tensor([OP_INDEX[spec.BUILTINS[n].ir_op] for n in BUILTIN_NAMES], dtype=torch.int32),
+            torch.tensor(ops, dtype=I32),
             torch.tensor([spec.BUILTINS[n].arity[0] != spec.BUILTINS[n].arity[1] for n in BUILTIN_NAMES]),
-            torch.tensor([spec.CONSTANTS[n] for n in CONSTANT_NAMES], dtype=torch.float64),
-            extra[:, None], extra_imm))
+            torch.tensor(imm, dtype=torch.float64),
+            torch.tensor(extra_ops, dtype=I32),
+            torch.cat([torch.arange(NP, dtype=torch.float64), torch.zeros(1, dtype=torch.float64)])))
     return _TABLES[dev]
 
 
 def codegen(tk: Tokens, tr: Tree, sm: Semantics):
-    """(ops [B, N], args [B, N, 3], imm [B, N], imm_token [B, N], lengths [B]); N = T + 34; ops, args, imm_token int32."""
+    """(ops [B, N], args [B, N, 3], imm [B, N], imm_token [B, N], lengths [B]); N = T + 34; ops, args,
+    imm_token int32, lengths int64."""
     kind = tk.kind
     dev = kind.device
     B, T = kind.shape
-    N = T + NP + 2
-    op_bin, op_un, b_ops, b_var, c_vals, extra_rows, extra_imm = _tables(dev)
-    pos = torch.arange(T, device=dev).expand(B, T)
-    row0 = torch.arange(B, device=dev)[:, None]
+    N = T + NP + 2  # slots; also rows in canonical order: parameters, tokens, the return, padding
+    op_tab, b_var, imm_tab, extra_ops, extra_imm = _tables(dev)
+    pos = torch.arange(T, device=dev)
     body, nt = tr.body, tr.ntype
 
-    def at(x, idx):
-        """x[b, idx[b, ...]] for idx in range."""
-        return x.gather(1, idx.reshape(B, -1)).view(idx.shape)
-
+    # which tokens emit instructions, and how many
     first_tok = tr.stmt_first.clamp(min=0)
-    aug = body & (tr.stmt_aug >= 0) & (tr.stmt_first == pos)  # at statement start: the aug op emits
-    is_num, is_bool = nt == N_NUM, nt == N_BOOL
+    # the aug instruction is attributed to the aug operator token (the one its statement records)
+    aug_here = body & (tr.stmt_aug.gather(1, first_tok) == pos)
+    is_num, is_bool, is_pre, is_tern = nt == N_NUM, nt == N_BOOL, nt == N_PRE, nt == N_TERN
     is_const = body & (is_num | is_bool | (sm.const_name >= 0))
-    is_bin, is_pre, is_tern = body & (nt == N_BIN), body & (nt == N_PRE), body & (nt == N_TERN)
-    is_call = body & (nt == N_CALL) & (sm.builtin >= 0)
     builtin = sm.builtin.clamp(min=0)
+    is_call = body & (nt == N_CALL) & (sm.builtin >= 0)
+    node = is_const | is_call | (body & (is_pre | is_tern | (nt == N_BIN)))
     variadic = is_call & take(b_var, builtin)
-    n_inst = (is_const | is_bin | is_pre | is_tern | is_call).long()
-    n_inst = torch.where(variadic, (tr.n_args - 1).clamp(min=1), n_inst)
-    # the aug instruction is attributed to the aug operator token
-    aug_here = torch.zeros((B, T + 1), dtype=torch.bool, device=dev)
-    aug_here.scatter_(1, torch.where(aug, tr.stmt_aug, T), True)
-    aug_here = aug_here[:, :T]
-    n_inst = n_inst | aug_here
-    end = torch.where(aug_here, at(tr.node_end, at(tr.stmt_value, first_tok).clamp(min=0)), tr.node_end)
-    depth = torch.where(aug_here, 0, tr.depth)  # the aug instruction comes after its whole statement
-    key = torch.where(n_inst > 0, end * (T + 2) - depth, 1 << 40)
+    inst = node | aug_here
+    n_inst = torch.where(variadic, (tr.n_args.int() - 1).clamp_(min=1), inst.int())
+    # sort key (last token, -depth); the aug instruction comes after its whole statement (depth 0)
+    sv = tr.stmt_value.gather(1, first_tok)
+    node_end = tr.node_end.int()
+    end = torch.where(aug_here, node_end.gather(1, sv.clamp(min=0)), node_end)
+    key = torch.where(inst, end * (T + 2) - tr.depth.int().masked_fill_(aug_here, 0), _NO_INST)
     order = key.argsort(1)
-    # rows in canonical order: parameters, nodes, return; slot s takes the row whose [start, end) holds s
+    # rows in canonical order: parameters, nodes, return, padding; their registers by a prefix sum
     P = sm.n_params
-    counts = torch.cat([(torch.arange(NP, device=dev) < P[:, None]).long(), n_inst.gather(1, order),
-                        torch.ones((B, 2), dtype=torch.long, device=dev)], 1)
-    ends = counts.cumsum(1)
+    counts = torch.cat([(torch.arange(NP, device=dev) < P[:, None]).int(), n_inst.gather(1, order),
+                        torch.ones((B, 2), dtype=I32, device=dev)], 1)
+    ends = counts.cumsum(1, dtype=I32)
     base = torch.empty_like(n_inst)
-    base.scatter_(1, order, (ends - counts)[:, NP:NP + T])
+    base.scatter_(1, order, ends[:, NP:NP + T] - counts[:, NP:NP + T])
     value_reg = base + n_inst - 1
-    # the register a node's value lives in (names: their binding's)
+    # the register a node's value lives in (names: their binding's; parameters: T + index)
     src = sm.source
-    src_reg = torch.where(src >= T, src - T, at(value_reg, src.clamp(0, T - 1)))
-    reg = torch.where(src >= 0, src_reg, value_reg)
-    reg32 = reg.int()
-    reg_ext = torch.cat([torch.full_like(reg32[:, :1], -1), reg32], 1)  # a sentinel first column for "no node"
+    src32 = src.int()
+    reg = torch.where(src32 >= T, src32 - T, value_reg.gather(1, src.clamp(0, T - 1)))
+    reg = torch.where(src32 < 0, value_reg, reg)
+    reg_ext = torch.cat([torch.full_like(reg[:, :1], -1), reg], 1)  # a sentinel first column for "no node"
 
-    # each token's first instruction (calls get their arguments below)
-    c0, c1, c2 = at(reg_ext, tr.child + 1).unbind(-1)  # children >= -1
-    aug_target = at(reg_ext, at(tr.stmt_targets, first_tok) + 1)
-    aug_value = at(reg_ext, at(tr.stmt_value, first_tok) + 1)
-    # the rows [F, B, T + NP + 2]: the tokens' first instructions, the parameters, the return,
-    # padding; int32 like the batch, imm apart as float64
-    rows = torch.empty((F, B, T + NP + 2), dtype=torch.int32, device=dev)
-    imm_rows = torch.empty((B, T + NP + 2), dtype=torch.float64, device=dev)
-    rows[:, :, T:], imm_rows[:, T:] = extra_rows, extra_imm
-    op = torch.where(is_pre, take(op_un, kind), take(op_bin, kind))
-    op = torch.where(is_call, take(b_ops, builtin), op)
-    op = torch.where(is_tern, OP_INDEX["select"], op)
-    op = torch.where(is_const, OP_INDEX["const"], op)
-    rows[0, :, :T] = torch.where(is_const & is_bool, OP_INDEX["bool"], op)
-    rows[1, :, :T] = torch.where(aug_here, aug_target, torch.where(is_const | is_call, -1, c0))
-    rows[2, :, :T] = torch.where(aug_here, aug_value, torch.where(is_const | is_pre | is_call, -1, c1))
-    rows[3, :, :T] = c2
-    rows[4, :, :T] = torch.where(is_const & is_num & tk.slow_number, pos, -1)
-    cval = torch.where(is_num, tk.value, torch.where(is_bool, (kind == K["True"]).double(),
-                                                     take(c_vals, sm.const_name.clamp(min=0))))
-    imm_rows[:, :T] = torch.where(is_const, cval, 0.0)
+    # the row tables, flat: B * T token rows, then the parameters' NP rows, padding, B returns
+    BT, RET = B * T, B * T + NP + 1
+    n_rows = RET + B
+    rows_args = torch.empty((n_rows, 3), dtype=I32, device=dev)
+    rows_op = torch.empty(n_rows, dtype=I32, device=dev)
+    rows_tok = torch.empty(n_rows, dtype=I32, device=dev)
+    rows_imm = torch.empty(n_rows, dtype=torch.float64, device=dev)
+    # operands: the children's registers (constants and calls have no children: calls get their
+    # arguments below); an aug operator has no children either, its operands are its statement's
+    # target and value; a prefix operator's second child is its first
+    torch.index_select(reg_ext.view(-1), 0, (tr.child + (torch.arange(B, device=dev) * (T + 1) + 1)[:, None, None])
+                       .view(-1), out=rows_args[:BT].view(-1))
+    c = rows_args[:BT].view(B, T, 3)
+    c[:, :, 0] = torch.where(aug_here, reg.gather(1, tr.stmt_targets.gather(1, first_tok)), c[:, :, 0])
+    c[:, :, 1] = torch.where(aug_here, reg_ext.gather(1, sv + 1), c[:, :, 1].masked_fill_(is_pre, -1))
+    rows_args[BT:] = -1
     has_ret = body & (tr.stmt_kind == 3)
-    ret_stmt = torch.where(has_ret.any(1), has_ret.long().argmax(1), 0)
-    rows[1, :, T + NP] = at(reg32, at(tr.stmt_value, ret_stmt[:, None]).clamp(0, T - 1))[:, 0]
-    # each slot's row: the last row in canonical order that starts at or before it
-    canon = torch.cat([T + torch.arange(NP, device=dev).expand(B, NP), order,
-                       torch.full((B, 2), T + NP, dtype=torch.long, device=dev) + torch.arange(2, device=dev)], 1)
-    mark = torch.zeros((B, N + 2), dtype=torch.long, device=dev)
-    mark.scatter_(1, torch.where(counts > 0, ends - counts, N + 1).clamp_(max=N + 1),
-                  torch.arange(NP + T + 2, device=dev).expand(B, -1))
-    owner = mark[:, :N + 1].cummax(1).values
-    row = at(canon, owner)
-    out = rows.gather(2, row.expand(F, B, N + 1))
+    left = (has_ret.int() * torch.arange(T, 0, -1, dtype=I32, device=dev)).amax(1)  # T - first return, 0 if none
+    ret_stmt = torch.where(left > 0, T - left, 0).long()
+    ret_value = tr.stmt_value.gather(1, ret_stmt[:, None]).clamp_(0, T - 1)
+    rows_args[RET:, 0] = reg.gather(1, ret_value)[:, 0]
+    # op, as an op-table index: bool constant > constant > ternary > builtin call > prefix > binary or
+    # aug operator (the first role that applies)
+    kind32 = kind.int()
+    op_idx = torch.where(is_pre, kind32 + _OP_UN, kind32)
+    op_idx = torch.where(is_call, sm.builtin.int() + _OP_CALL, op_idx)
+    op_idx = torch.where(is_tern, _OP_TERN, op_idx)
+    op_idx = torch.where(is_const, torch.where(is_bool, _OP_TERN + 2, _OP_TERN + 1), op_idx)
+    torch.gather(op_tab.expand(B, -1), 1, op_idx.long(), out=rows_op[:BT].view(B, T))
+    rows_op[BT:RET] = extra_ops
+    rows_op[RET:] = OP_INDEX["ret"]
+    torch.where(is_num & tk.slow_number, pos.int(), torch.tensor(-1, dtype=I32, device=dev),
+                out=rows_tok[:BT].view(B, T))  # literals valued on the host
+    rows_tok[BT:] = -1
+    # immediates: a number's value, True as 1.0, or a named constant's value (imm_tab[0] = 0.0)
+    imm = torch.where(is_bool & (kind == K["True"]), 1.0, take(imm_tab, sm.const_name + 1))
+    torch.where(is_num, tk.value, imm, out=rows_imm[:BT].view(B, T))
+    rows_imm[BT:RET] = extra_imm
+    rows_imm[RET:] = 0.0
+
+    # each slot's row: rows tile the slots in canonical order, so slot s is in row number
+    # #(rows ending at or before s); the last row (padding) also takes every slot after the end
+    hist = torch.zeros((B, N + 1), dtype=I32, device=dev)
+    hist.scatter_add_(1, ends[:, :-1].clamp(max=N).long(), torch.ones_like(ends[:, :1]).expand(B, N - 1))
+    owner = hist[:, :N].cumsum(1, dtype=I32)
+    rows = torch.arange(B, device=dev)[:, None]
+    canon = torch.cat([BT + torch.arange(NP, device=dev).expand(B, NP), order + rows * T, RET + rows,
+                       torch.full((B, 1), BT + NP, device=dev)], 1)
+    row = canon.gather(1, owner.long()).view(-1)
+    ops = rows_op.index_select(0, row).view(B, N)
+    imm = rows_imm.index_select(0, row).view(B, N)
+    imm_token = rows_tok.index_select(0, row).view(B, N)
+    spare = B * N * 3  # one flat slot past the operands, for writes that land nowhere
+    flat = torch.empty(spare + 3, dtype=I32, device=dev)
+    torch.index_select(rows_args, 0, row, out=flat[:spare].view(B * N, 3))
     # call arguments: rank r of a fixed call is operand r of its instruction; a variadic call's
     # arguments 0 and 1 are its first instruction's, argument r >= 2 is operand b of fold r - 1,
     # whose operand a is the previous slot (the accumulator)
-    # (for valid programs every parent is a builtin call of a valid arity; the clamps only keep the
-    # writes of invalid rows in their row)
+    # (for valid programs every parent is a builtin call of a valid arity; the clamps keep the
+    # writes of invalid rows in their row, and slots past the row's end go to the spare)
     p = tr.parent
     pc = p.clamp(min=0)
-    r = tr.arg_rank
-    fold = (p >= 0) & at(variadic, pc) & (r >= 2)
-    field = r.clamp(0, 2) + 1 - fold.long()
-    s = (at(base, pc) + torch.where(fold, r - 1, 0)).clamp_(0, N) + row0 * (N + 1)
-    spare = N + row0 * (N + 1)  # slot N of field 0
-    flat = out.view(-1)
-    flat.scatter_(0, torch.where(p >= 0, s + field * (B * (N + 1)), spare).view(-1), reg32.view(-1))
-    flat.scatter_(0, torch.where(fold, s + B * (N + 1), spare).view(-1), (s - row0 * (N + 1) - 1).view(-1).int())
-    out = out[:, :, :N]
-    total = P + n_inst.sum(1)
-    return out[0], out[1:4].permute(1, 2, 0).contiguous(), imm_rows.gather(1, row)[:, :N], out[4], total + 1
+    r = tr.arg_rank.int()
+    fold = (p >= 0) & variadic.gather(1, pc) & (r >= 2)
+    s = base.gather(1, pc)
+    s = torch.where(fold, s + r - 1, s).clamp_(0, N)
+    at = s * 3 + torch.arange(0, B * N * 3, N * 3, dtype=I32, device=dev)[:, None]
+    off = s >= N
+    field = torch.where(fold, 1, r.clamp(0, 2))
+    flat.scatter_(0, torch.where((p < 0) | off, spare, at + field).view(-1).long(), reg.view(-1))
+    flat.scatter_(0, torch.where(fold & ~off, at, spare).view(-1).long(), (s - 1).view(-1))
+    lengths = P + (ends[:, NP + T] - ends[:, NP - 1]).long()  # parameters, instructions, the return
+    return ops, flat[:spare].view(B, N, 3), imm, imm_token, lengths
