@@ -195,8 +195,9 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     lid = st.line_id
     ol = st.one_line[:, None]
     hc = st.header_colon[:, None]
-    body = (st.valid & (kind != K["newline"]) & ~st.docstring & torch.where(ol, (lid == 0) & (pos > hc), lid >= 1)
-            & ok[:, None])
+    after = lid >= 1  # line ids are >= 0 at valid tokens
+    body = st.valid & (kind != K["newline"]) & ~st.docstring & torch.where(ol, ~after & (positions(kind) > hc), after)
+    body &= ok[:, None]
     stmt_start = body & (shift_right(~body, True) | (shift_right(lid, -1) != lid))
     sf1 = _last(stmt_start, pos1).mul_(body)  # stmt_first + 1
     stmt_first = sf1 - 1
@@ -333,11 +334,17 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     bad |= (cls == K["not"]) & ~take(tab["not_ctx"], p_cls) & same
     # if/else alternate inside each bracket of a statement: sort them by (statement, bracket, position)
     ie = is_if | is_else
-    pos64 = positions(kind)
-    gkey = torch.where(ie, (stmt_first.long() * (T + 1) + st.enclosing + 1) * (T + 1) + pos64, BIG)
-    sk, order = gkey.sort(1)
+    group_key = sf1.mul(T + 1).add_(enclosing).sub_(T)  # stmt_first * (T + 1) + enclosing + 1
+    if (T + 1) ** 3 + 2 * (T + 1) < 1 << 31:  # int32 keys, with room for `none` above them all
+        none = (1 << 31) - 1
+        gkey = group_key.mul_(T + 1).add_(pos).sub_(none).mul_(ie).add_(none)
+        sk, order = gkey.sort(1)
+        grp = sk - order.int()  # the group times T + 1 (order is the position)
+    else:
+        gkey = torch.where(ie, group_key.long().mul_(T + 1).add_(positions(kind)), BIG)
+        sk, order = gkey.sort(1)
+        grp = sk - order
     s_if = is_if.gather(1, order)
-    grp = sk - order  # the group times T + 1 (order is the position)
     # a sorted `if` followed by an `else` of its group makes a pair; every if/else must be in one
     pair = (shift_left(grp, -1) == grp) & s_if & ~shift_left(s_if, True)
     in_pair = torch.zeros_like(bad)
