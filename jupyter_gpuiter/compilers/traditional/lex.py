@@ -20,21 +20,29 @@ from . import dfa
 from .common import BIG, perfect_hash, signed64, take
 
 _TABLES: dict = {}
-# what a transition into a number state adds to _numbers' packed counts: digits (bits 0-15), fraction
-# digits (16-31), exponent digits (32-47), and in bits 48-63 the exponent's minus (1) and a base prefix (2)
-_NUMBER_CODES = {"n_zero1": 1, "n_zero": 1, "n_lz": 1, "n_int": 1, "n_frac": 1 + (1 << 16), "n_exp_dig": 1 + (1 << 32),
-                 "n_hex_pfx": 2 << 48, "n_oct_pfx": 2 << 48, "n_bin_pfx": 2 << 48}
-_MINUS = 1 << 48
+# what a byte adds to the packed prefix count of lex (int64): characters (bits 0-13) and newlines (14-27) of
+# the source, absolute (at most 8,194 each); and, only ever differenced over one token (each field holds
+# any token shorter than 2,048 bytes), a number's fraction digits (28-38), the exponent's minus (39),
+# exponent digits (40-50), all its digits (51-61) and a base prefix (62)
+_Q_NL, _Q_FRAC, _Q_MINUS, _Q_EXP, _Q_DIG, _Q_PREFIX = 14, 28, 39, 40, 51, 62
+_M14, _M11 = (1 << 14) - 1, (1 << 11) - 1
+_NUMBER_CODES = {"n_zero1": 1 << _Q_DIG, "n_zero": 1 << _Q_DIG, "n_lz": 1 << _Q_DIG, "n_int": 1 << _Q_DIG,
+                 "n_frac": (1 << _Q_DIG) + (1 << _Q_FRAC), "n_exp_dig": (1 << _Q_DIG) + (1 << _Q_EXP),
+                 "n_hex_pfx": 1 << _Q_PREFIX, "n_oct_pfx": 1 << _Q_PREFIX, "n_bin_pfx": 1 << _Q_PREFIX}
 _BAD_ESCAPES = set(b"xuUN")
-_MASK16 = (1 << 16) - 1
-_MASK32 = (1 << 32) - 1
+# per-byte facts, one int16 per transition: flags in bits 0-7, the byte's digit value in 8-11, and the
+# paren depth change as a signed 2-bit field in bits 14-15 (so `facts >> 14` is it)
+F_START, F_BOUNDARY, F_ERR, F_ESC, F_NL, F_LF, F_DIGIT, F_NUMBER = (1 << k for k in range(8))
+# the normalised input as packed int64 words: byte (bits 0-8, EOF 256), class * S (9-21), class * C * S (22-40)
+_X_CS, _X_CCS = 9, 22
 
 
 def _build_tables() -> dict:
-    """Per-transition tables [C * S] (byte class major) and the byte -> class map, as Python lists.
+    """Per-transition tables [C * S] (byte class major) and per-byte tables, as Python lists.
 
-    Bytes with the same column in every table form one class (about 50 of the 257 inputs), which
-    makes the two-byte table [C * C * S] small."""
+    Bytes with the same column in every table, the same newline and UTF-8 continuation status and
+    the same digit value form one class (about 60 of the 257 inputs), which keeps the two-byte
+    table [C * C * S] small."""
     S, N = len(dfa.STATES), dfa.N_INPUTS
     nxt, flags = dfa.build_tables()
     kinds = [spec.TOK.get(dfa.token_kind_of_state(s) or "none", 0) for s in dfa.STATES]
@@ -42,61 +50,86 @@ def _build_tables() -> dict:
     in_token = [dfa.token_kind_of_state(s) is not None or s in dfa.NUMBER_STATES or s.startswith(("open", "s_", "t_"))
                 for s in dfa.STATES]
     esc = {dfa.STATE[s] for s in dfa.ESCAPE_STATES}
-    digit = {dfa.STATE[s]: v for s, v in _NUMBER_CODES.items()}
+    number = {dfa.STATE[s]: v for s, v in _NUMBER_CODES.items()}
+    accepting = {dfa.STATE[s] for s in dfa.NUMBER_ACCEPTING}
     paren = {dfa.STATE["op:("]: 1, dfa.STATE["op:)"]: -1}
+    # the kind of a token ending in each state; NEWLINE tokens are the single bytes that leave the DFA
+    # in `nl` (or `eof`) outside parens
+    line_end = {dfa.STATE["nl"], dfa.STATE["eof"]}
     cols: dict = {}
     for x in range(N):
-        col = []
+        b = x & 255
+        byte = (b == 10, (b & 0xC0) != 0x80, b - 48 if 48 <= b <= 57 else 0)
+        col = [byte]
         for s in range(S):
             n, f = nxt[s * N + x], flags[s * N + x]
-            col.append((n, f, s in esc and x in _BAD_ESCAPES, digit.get(n, 0) + (_MINUS if (s, x) == (dfa.STATE["n_exp"], 45)
-                                                                       else 0)))
+            minus = (s, x) == (dfa.STATE["n_exp"], 45)
+            col.append((n, f, s in esc and x in _BAD_ESCAPES, number.get(n, 0) + (minus << _Q_MINUS)))
         cols.setdefault(tuple(col), []).append(x)
     classes = list(cols)
     byte_class = [0] * N
     for c, col in enumerate(classes):
         for x in cols[col]:
             byte_class[x] = c
-    per = {k: [] for k in ("next", "flags", "start", "boundary", "err", "paren", "nl", "bad_escape", "number", "kind")}
+    C = len(classes)
+    per = {k: [] for k in ("next", "flags", "facts", "q", "kind", "token_kind")}
     for col in classes:
-        for s, (n, f, bad, num) in enumerate(col):
+        (lf, char, digit), col = col[0], col[1:]
+        for n, f, bad, num in col:
+            start = bool(f & 1)
+            v = (F_START * start | F_BOUNDARY * (start or not in_token[n]) | F_ERR * (f >> 1 & 15 != 0) | F_ESC * bad
+                 | F_NL * (n == dfa.STATE["nl"]) | F_LF * lf | F_DIGIT * (num >> _Q_DIG & 1) | F_NUMBER * (n in accepting)
+                 | digit << 8 | ((paren.get(n, 0) if start else 0) & 3) << 14)
             per["next"].append(n)
             per["flags"].append(f)
-            per["start"].append(bool(f & 1))
-            per["boundary"].append(bool(f & 1) or not in_token[n])
-            per["err"].append(f >> 1 & 15 != 0)
-            per["paren"].append(paren.get(n, 0) if f & 1 else 0)
-            per["nl"].append(n == dfa.STATE["nl"])
-            per["bad_escape"].append(bad)
-            per["number"].append(num)
+            per["facts"].append(v - (1 << 16) if v >= 1 << 15 else v)
+            per["q"].append(num + (lf << _Q_NL) + char)
             per["kind"].append(kinds[n])
-    C = len(classes)
+            per["token_kind"].append(spec.TOK["newline"] if n in line_end else kinds[n])
     pair = [0] * (C * C * S)
     for c1 in range(C):
         for c2 in range(C):
             for s in range(S):
                 pair[(c1 * C + c2) * S + s] = per["next"][c2 * S + per["next"][c1 * S + s]]
     per["pair"] = pair
-    per["class_offset"] = [c * S for c in byte_class]
+    packed = [x | byte_class[x] * S << _X_CS | byte_class[x] * C * S << _X_CCS for x in range(N)]
+    per["input"] = [packed[10 if x == 13 else x] for x in range(256)]  # a lone CR reads as LF
+    per["eof"] = packed[dfa.EOF_BYTE]
     per["C"] = C
     return per
+
+
+def _string_prefix_bad(u: int) -> bool:
+    """Whether a string token starting with bytes (u & 255, u >> 8) has a b or f prefix."""
+    p0, p1 = u & 255, u >> 8
+    bad = lambda c: c | 32 in (ord("b"), ord("f"))
+    return bad(p0) or (p0 not in (39, 34) and bad(p1))
 
 
 def _tables(device):
     if device not in _TABLES:
         t = _build_tables()
-        out = {"C": t.pop("C")}
+        out = {"C": t.pop("C"), "eof": t.pop("eof")}
         for k, v in t.items():
-            out[k] = torch.tensor(v, dtype=torch.bool if isinstance(v[0], bool) else torch.int64, device=device)
-        out["crlf"] = torch.tensor([10 if x == 13 else x for x in range(256)], device=device)
-        out["digit"] = torch.tensor([x - 48 if 48 <= x <= 57 else 0 for x in range(256)], device=device)
-        out["line_char"] = torch.tensor([(x == 10) << 32 | ((x & 0xC0) != 0x80) for x in range(256)], device=device)
-        out["byte_mask"] = torch.tensor([(1 << 8 * k) - 1 for k in range(8)] + [-1], device=device)
-        out["pow10"] = torch.tensor([10 ** k for k in range(19)] + [0], device=device)
+            out[k] = torch.tensor(v, dtype=torch.int16 if k == "facts" else torch.int64, device=device)
+        # the mask of a key's bytes by length (9: longer than 8 bytes, the key is -1)
+        out["byte_mask"] = torch.tensor([(1 << 8 * k) - 1 for k in range(8)] + [-1, 0], device=device)
+        out["prefix_bad"] = torch.tensor([_string_prefix_bad(u) for u in range(1 << 16)], device=device)
+        # a digit's weight 10^k by (k << 4 | digit), k clamped to 19 (weight 0: its token is too long anyway)
+        out["term"] = torch.tensor([d * 10 ** k if k < 19 and d < 10 else 0 for k in range(20) for d in range(16)],
+                                   device=device)
+        # by 2 * exponent digits + minus, up to 9 (at 10 and over the literal is the host's anyway)
+        out["exp_scale"] = torch.tensor([10 ** (k >> 1) for k in range(10)] + [1], device=device)
+        out["exp_sign"] = torch.tensor([1 - 2 * (k & 1) for k in range(10)] + [1], device=device)
         out["scale_up"] = torch.tensor([10.0 ** max(k, 0) for k in range(-22, 23)], dtype=torch.float64, device=device)
         out["scale_down"] = torch.tensor([10.0 ** max(-k, 0) for k in range(-22, 23)], dtype=torch.float64, device=device)
         _TABLES[device] = out
     return _TABLES[device]
+
+
+def _look(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """table[idx] for a contiguous index (int32 or int64): index_select, quicker than a gather on a CPU."""
+    return table.index_select(0, idx.view(-1)).view(idx.shape)
 
 
 def _words(b: torch.Tensor) -> torch.Tensor:
@@ -110,9 +143,17 @@ def _words(b: torch.Tensor) -> torch.Tensor:
     return buf.as_strided((B, 8, 8 * n), (8 * n + 8, 1, 1)).contiguous().view(torch.int64).view(B, 8 * n)
 
 
-def _first(mask: torch.Tensor) -> torch.Tensor:
-    """[B] index of the first True per row, or BIG."""
-    return torch.where(mask.amax(1), mask.view(torch.uint8).argmax(1), BIG)
+class _First:
+    """[B] index of the first True per row of [B, L] masks, or BIG: the row maximum of mask * (L - i)
+    in int16 (argmax over a bool row is slow on a CPU)."""
+
+    def __init__(self, L: int, device):
+        self.L = L
+        self.countdown = torch.arange(L, 0, -1, dtype=torch.int16, device=device)
+
+    def __call__(self, mask: torch.Tensor) -> torch.Tensor:
+        left = (mask * self.countdown).amax(1).long()
+        return torch.where(left > 0, self.L - left, BIG)
 
 
 @dataclass
@@ -143,25 +184,27 @@ class Tokens:
 def normalize_newlines(data: torch.Tensor, lengths: torch.Tensor, width: int):
     """CRLF -> LF, lone CR -> LF, on the device (as lexer.normalize_newlines does on the host).
 
-    Returns the DFA input [B, width] (normalised bytes, then EOF_BYTE) and the new lengths."""
+    Returns the DFA input [B, width] as packed int64 words (the byte, EOF_BYTE past the end, and its
+    class offsets, see _X_CS) and the new lengths."""
     B, L = data.shape
-    keep = torch.arange(L, device=data.device) < lengths[:, None]
+    t = _tables(data.device)
+    keep = torch.arange(L, dtype=torch.int32, device=data.device) < lengths[:, None].int()
     keep[:, :-1] &= (data[:, :-1] != 13) | (data[:, 1:] != 10)
-    slot = keep.cumsum(1)
-    x = torch.full((B, width + 1), dfa.EOF_BYTE, dtype=torch.int64, device=data.device)
-    x.scatter_(1, slot * keep, take(_tables(data.device)["crlf"], data.long()))  # dropped bytes go to slot 0
-    return x[:, 1:], slot[:, -1]
+    slot = keep.cumsum(1, dtype=torch.int32)
+    x = torch.full((B, width + 1), t["eof"], dtype=torch.int64, device=data.device)
+    x.scatter_(1, (slot * keep).long(), _look(t["input"], data.int()))  # dropped bytes go to slot 0
+    return x[:, 1:], slot[:, -1].long()
 
 
 def _run_dfa(x: torch.Tensor, t: dict) -> torch.Tensor:
-    """The transition index (byte class * S + previous state) at each position of x [B, L], L even.
+    """The transition index (byte class * S + previous state) at each position of packed x [B, L], L even.
 
     A scan over byte pairs, each step one add and one lookup in the two-byte table over the batch;
     the states after even positions then follow in one lookup."""
     B = x.shape[0]
-    offset = take(t["class_offset"], x)
+    offset = (x >> _X_CS) & 8191
     even, odd = offset[:, 0::2], offset[:, 1::2]
-    pair = even * t["C"] + odd  # (class pair) * S
+    pair = (x[:, 0::2] >> _X_CCS) + odd  # (class pair) * S
     after = torch.empty_like(pair)  # states after each odd position
     idx = torch.empty(B, dtype=torch.int64, device=x.device)
     state = torch.zeros(B, dtype=torch.int64, device=x.device)
@@ -183,98 +226,114 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     L = L0 + 1  # room for the EOF position
     x, lengths = normalize_newlines(data, lengths, L + (L & 1))  # the DFA's steps take an even width
     b = x[:, :L] & 255
-    pos = torch.arange(L, device=dev)
-    trans = _run_dfa(x, t)[:, :L]
-    starts = take(t["start"], trans)
+    pos = torch.arange(L, dtype=torch.int32, device=dev)
+    pos1 = pos + 1
+    trans_all = _run_dfa(x, t)  # [B, L or L + 1], contiguous
+    trans = trans_all[:, :L]
+    facts = _look(t["facts"], trans_all)[:, :L]
+    fact = lambda bit: (facts & bit).bool()
+    first = _First(L, dev)
 
-    # the token at each byte ends at the next boundary: boundary positions by their count, gathered
-    boundary = take(t["boundary"], trans)
-    n_bound = boundary.cumsum(1)
-    bound_at = torch.full((B, L + 2), L, dtype=torch.int64, device=dev)
-    bound_at.scatter_(1, n_bound * boundary, pos.expand(B, L))
-    end_pos = bound_at.gather(1, n_bound + 1)
+    # the stretch from each boundary to the next (a token, or a byte outside tokens) by the boundary's
+    # count: its end and the number digits up to there, an amax of (i + 1, digits through i) over it
+    n_bound = fact(F_BOUNDARY).cumsum(1, dtype=torch.int32).long()
+    digits = fact(F_DIGIT).cumsum(1, dtype=torch.int32)
+    stretch = torch.zeros((B, L + 1), dtype=torch.int32, device=dev)
+    stretch.scatter_reduce_(1, n_bound, (pos1 << 11) | (digits & _M11), "amax")
+    at_end = stretch.gather(1, n_bound)  # per byte: the end of its token, the digits through it
+    end_pos = at_end >> 11
 
     # lexical errors: the DFA's (a sink, so at most one), escapes in non-raw strings, unmatched ')'
-    det_dfa = _first(take(t["err"], trans))
+    det_dfa = first(fact(F_ERR))
     at = det_dfa.clamp(max=L - 1)[:, None]
     flags = t["flags"][trans.gather(1, at)[:, 0]]
     code_dfa, where_dfa = (flags >> 1) & 15, flags >> 5
     q = (det_dfa - 1).clamp(0, L - 1)[:, None]
-    tok_start_at = bound_at.gather(1, n_bound.gather(1, q))[:, 0]  # inside a token: its start is the last boundary
+    # inside a token: its start is where the stretch before its own ends
+    tok_start_at = (stretch.gather(1, n_bound.gather(1, q) - 1)[:, 0] >> 11).long()
     rep_dfa = torch.where(where_dfa == dfa.AT_PREV, det_dfa - 1,
                           torch.where(where_dfa == dfa.AT_TOKEN, tok_start_at, det_dfa))
-    det_esc = _first(take(t["bad_escape"], trans))  # at the byte after the backslash
+    det_esc = first(fact(F_ESC))  # at the byte after the backslash
     det_esc = torch.where(det_esc < BIG, det_esc - 1, BIG)
-    delta = take(t["paren"], trans)
-    depth = delta.cumsum(1)
-    det_par = _first(depth < 0)
+    delta = facts >> 14
+    depth = delta.cumsum(1, dtype=torch.int32)
+    det_par = first(depth < 0)
     det = torch.stack([det_dfa, det_esc, det_par], 1)
-    first = det.argmin(1)[:, None]
+    first_err = det.argmin(1)[:, None]
     has_error = det.amin(1) < BIG
-    rep = torch.stack([rep_dfa, det_esc, det_par], 1).gather(1, first)[:, 0]
+    rep = torch.stack([rep_dfa, det_esc, det_par], 1).gather(1, first_err)[:, 0]
     code = torch.stack([code_dfa, torch.full_like(code_dfa, dfa.E_ESCAPE), torch.full_like(code_dfa, dfa.E_UNMATCHED)],
-                       1).gather(1, first)[:, 0]
+                       1).gather(1, first_err)[:, 0]
     code = torch.where(has_error, code, 0)
-    limit = torch.where(has_error, rep, BIG)[:, None]
+    limit = torch.where(has_error, rep, BIG)
 
     # tokens before the first error, and NEWLINE tokens at line ends outside parens after a token. A
     # token without a kind (an unfinished string or number) always ends at the DFA's error: it may
     # end at the limit only when the state before that error has a kind.
-    unfinished = take(t["kind"], trans.gather(1, (det_dfa - 1).clamp(0, L - 1)[:, None])) == 0
-    kept = starts & (end_pos < limit + ~((det_dfa[:, None] == limit) & unfinished))
-    eof = (pos == lengths[:, None]) & ~has_error[:, None]
-    cand = (take(t["nl"], trans) & (pos < limit) & (depth == delta)) | eof
-    n_cand = cand.cumsum(1)
-    has_token = torch.zeros((B, L + 2), dtype=torch.bool, device=dev)  # per stretch between candidates
-    has_token.scatter_(1, (n_cand + 1) * kept, kept)
-    newline = cand & has_token.gather(1, n_cand)
+    unfinished = t["kind"][trans.gather(1, (det_dfa - 1).clamp(0, L - 1)[:, None])[:, 0]] == 0
+    last_end = (limit - ((det_dfa == limit) & unfinished).long()).clamp(max=L + 1).int()[:, None]
+    kept = fact(F_START) & (end_pos <= last_end)
+    eof = (pos == lengths.int()[:, None]) & ~has_error[:, None]
+    cand = (fact(F_NL) & (pos < limit.clamp(max=L + 1).int()[:, None]) & (depth == delta)) | eof
+    # a candidate is a NEWLINE when the last kept token or candidate before it is a token: the
+    # running maximum of 2 (i + 1) + kept over both
+    mark = (kept | cand) * (pos1.short() * 2) + kept
+    last = mark.cummax(1).values
+    newline = cand.clone()
+    newline[:, 0] = False
+    newline[:, 1:] &= (last[:, :-1] & 1).bool()
     selected = kept | newline
+    # the last bytes of kept number tokens, for _numbers
+    number_end = fact(F_NUMBER) & (end_pos == pos1) & (pos1 <= last_end)
 
     # compaction to [B, T]: the one scalar read inside the pipeline sizes the token arrays to the
-    # longest program's token count instead of its byte count (about 4x smaller)
-    n_sel = selected.cumsum(1)
-    total = n_sel[:, -1]
-    T = max(1, min(int(total.max()), max_tokens))
-    slots = torch.zeros((B, T + 2), dtype=torch.int64, device=dev)
-    slots.scatter_(1, (n_sel * selected).clamp_(max=T + 1), pos.expand(B, L))  # slot 0 and T + 1 discard
-    tok_start = slots[:, 1:T + 1]
+    # longest program's token count instead of its byte count (about 4x smaller), and the number list
+    n_sel = selected.cumsum(1, dtype=torch.int32)
+    n_num = number_end.cumsum(1, dtype=torch.int32)
+    total = n_sel[:, -1].long()
+    T, NT = torch.stack([total.max(), n_num[:, -1].max().long()]).tolist()
+    T, NT = max(1, min(T, max_tokens)), max(1, NT)
+    slots = torch.zeros((B, T + 2), dtype=torch.int32, device=dev)
+    slots.scatter_(1, (n_sel * selected).clamp_(max=T + 1).long(), pos.expand(B, L))  # slot 0 and T + 1 discard
+    start32 = slots[:, 1:T + 1]
+    tok_start = start32.long()
     count = total.clamp(max=T)
     truncated = total > T  # over the limits anyway; the end-of-file rules must not fire
     valid = torch.arange(T, device=dev) < count[:, None]
-    is_newline = newline.gather(1, tok_start)
-    tok_end = torch.where(is_newline, tok_start + 1, end_pos.gather(1, tok_start)) * valid
-    tok_kind = torch.where(is_newline, spec.TOK["newline"], take(t["kind"], trans.gather(1, (tok_end - 1).clamp(min=0))))
-    tok_kind = tok_kind * valid
+    tok_end = end_pos.gather(1, tok_start).long() * valid  # a NEWLINE's byte is a stretch of its own
+    tok_kind = _look(t["token_kind"], trans.gather(1, (tok_end - 1).clamp_(min=0))) * valid
 
-    # line and column: newlines and characters before each byte, and where each line starts
-    line_char = take(t["line_char"], b).cumsum(1)
-    before = torch.cat([torch.zeros_like(line_char[:, :1]), line_char], 1)  # [B, L + 1]: counts over [0, i)
-    is_nl = b == 10
-    line_at = torch.empty((B, L + 1), dtype=torch.int64, device=dev)
-    line_at.scatter_(1, (line_char >> 32) * is_nl, (pos + 1).expand(B, L))  # line k + 1 starts at line_at[k]
+    # counts over [0, i): characters, newlines, number fields
+    counts = torch.zeros((B, L + 1), dtype=torch.int64, device=dev)
+    torch.cumsum(_look(t["q"], trans_all)[:, :L], 1, out=counts[:, 1:])
+    lf = fact(F_LF)
+    line_at = torch.empty((B, L + 1), dtype=torch.int32, device=dev)  # line k + 1 starts at line_at[k]
+    line_at.scatter_(1, (lf.cumsum(1, dtype=torch.int32) * lf).long(), pos1.expand(B, L))
     line_at[:, 0] = 0  # (the other bytes' slot)
 
     def place(p):  # (line, col, line start) of byte positions p
-        z = before.gather(1, p)
-        ls = line_at.gather(1, z >> 32)
-        return (z >> 32) + 1, (z & _MASK32) - (before.gather(1, ls) & _MASK32) + 1, ls
+        z = counts.gather(1, p)
+        nl = (z >> _Q_NL) & _M14
+        ls = line_at.gather(1, nl).long()
+        return nl + 1, ((z - counts.gather(1, ls)) & _M14) + 1, ls
 
-    tok_line, tok_col, tok_line_start = (v * valid for v in place(tok_start))
+    valid64 = valid.long()
+    tok_line, tok_col, tok_line_start = (v * valid64 for v in place(tok_start))
     lex_line, lex_col, _ = (v[:, 0] for v in place(rep.clamp(0, L - 1)[:, None]))
 
     # names: packed key (keyword and builtin lookups) and a hash of the full text (identity)
     length = tok_end - tok_start
-    head = _words(b).gather(1, (tok_start & 7) * ((L + 7) // 8) + (tok_start >> 3))  # bytes start..start+7
-    key = torch.where(length <= 8, head & take(t["byte_mask"], length.clamp(max=8)), -1)
+    n8 = (L + 7) // 8
+    head = _words(b).gather(1, ((start32 & 7) * n8 + (start32 >> 3)).long())  # bytes start..start+7
+    key = (head & _look(t["byte_mask"], length.clamp(max=9))) | ((8 - length) >> 63)
     prefix = hash_prefix(b)
-    tok_hash = span_hash(prefix, tok_start, tok_end)
-    kw = keyword_kinds(key)
-    tok_kind = torch.where((tok_kind == spec.TOK["name"]) & (kw != 0), kw, tok_kind)
+    tok_hash = _span_hash(prefix, tok_start, tok_end)
+    is_kw, kw = _keyword_match(key)
+    tok_kind = tok_kind + (kw - spec.TOK["name"]) * (is_kw & (kw != 0) & (tok_kind == spec.TOK["name"]))
 
-    p0, p1 = head & 255, (head >> 8) & 255
-    value, slow = _numbers(t, b, trans, end_pos, tok_start, tok_end, tok_kind == spec.TOK["number"])
-    bad_letter = lambda c: (c | 32 == ord("b")) | (c | 32 == ord("f"))
-    prefix_bad = (tok_kind == spec.TOK["string"]) & (bad_letter(p0) | ((p0 != 39) & (p0 != 34) & bad_letter(p1)))
+    prefix_bad = (tok_kind == spec.TOK["string"]) & _look(t["prefix_bad"], head & 0xFFFF)
+    value, slow = _numbers(t, facts, digits, at_end, counts, prefix.shape[1] - 1, number_end, n_num, NT, n_sel,
+                           tok_start, T)
     return Tokens(tok_kind, tok_start, tok_end, tok_line, tok_col, tok_line_start, key, tok_hash, value, slow, prefix_bad,
                   count, truncated, code, lex_line, lex_col, b, lengths, prefix)
 
@@ -306,11 +365,17 @@ def _keyword_slots(device):
     return _KEYWORD_SLOTS[device]
 
 
-def keyword_kinds(key: torch.Tensor) -> torch.Tensor:
-    """Token kind for names that are keywords (0 for plain names)."""
+def _keyword_match(key: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(key is a keyword's, that keyword's kind) per token; the kind is 0 for a plain name."""
     mult, slot_key, slot_kind = _keyword_slots(key.device)
     slot = ((key * mult) >> 54) & 1023
-    return torch.where(take(slot_key, slot) == key, take(slot_kind, slot), 0)
+    return _look(slot_key, slot) == key, _look(slot_kind, slot)
+
+
+def keyword_kinds(key: torch.Tensor) -> torch.Tensor:
+    """Token kind for names that are keywords (0 for plain names)."""
+    is_kw, kind = _keyword_match(key)
+    return kind * is_kw
 
 
 _P = 0x100000001B3  # odd, so invertible modulo 2^64 (FNV's prime)
@@ -319,12 +384,12 @@ _POWERS: dict = {}
 
 
 def _powers(n: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """P^j and P^-j modulo 2^64 (as wrapping int64) for j < n, cached per device and grown on demand."""
+    """P^j and P^-j * MIX modulo 2^64 (as wrapping int64) for j < n, cached per device and grown on demand."""
     have = _POWERS.get(device)
     if have is None or have[0].shape[0] < n:
         size = max(n, 2 * (have[0].shape[0] if have is not None else 1024))
         inv = pow(_P, -1, 1 << 64)
-        fw, bw, a, b = [], [], 1, 1
+        fw, bw, a, b = [], [], 1, _MIX
         for _ in range(size):
             fw.append(signed64(a))
             bw.append(signed64(b))
@@ -335,49 +400,67 @@ def _powers(n: int, device) -> tuple[torch.Tensor, torch.Tensor]:
 
 def hash_prefix(b: torch.Tensor) -> torch.Tensor:
     """[B, L + 1] prefix sums of b[j] * P^j modulo 2^64 (int64 arithmetic wraps), from 0."""
-    L = b.shape[1]
+    B, L = b.shape
     fw, _ = _powers(L + 1, b.device)
-    return torch.cat([torch.zeros_like(b[:, :1]), (b * fw[:L]).cumsum(1)], 1)
+    out = torch.zeros((B, L + 1), dtype=torch.int64, device=b.device)
+    torch.cumsum(b * fw[:L], 1, out=out[:, 1:])
+    return out
+
+
+def _span_hash(prefix: torch.Tensor, start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
+    """span_hash for spans inside the row."""
+    _, bw = _powers(prefix.shape[1], prefix.device)
+    h = (prefix.gather(1, end) - prefix.gather(1, start)) * _look(bw, start)
+    return h ^ (h >> 29)
 
 
 def span_hash(prefix: torch.Tensor, start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
     """A 64-bit polynomial hash of each span [start, end) of bytes: differences of the hash_prefix sums,
-    shifted back by P^-start."""
+    shifted back by P^-start, times the golden-ratio multiplier to spread short names over all 64 bits
+    (users of the hash may keep only the top bits)."""
     L = prefix.shape[1] - 1
-    _, bw = _powers(L + 1, prefix.device)
-    start, end = start.clamp(0, L), end.clamp(0, L)
-    h = (prefix.gather(1, end) - prefix.gather(1, start)) * take(bw, start)
-    h = h * _MIX  # spread short names over all 64 bits (users of the hash may keep only the top bits)
-    return h ^ (h >> 29)
+    return _span_hash(prefix, start.clamp(0, L), end.clamp(0, L))
 
 
-_POW10 = [10.0 ** k for k in range(23)]
-
-
-def _numbers(t, b, trans, end_pos, start, end, is_number):
+def _numbers(t, facts, digits, at_end, counts, L, number_end, n_num, NT, n_sel, tok_start, T):
     """Exact float64 values of decimal literals on the device (Clinger's fast path: an integer
     mantissa below 2^53 scaled by 10^k with |k| <= 22 is one correctly rounded operation); other
     literals (hex/octal/binary, more than 18 digits, big exponents) are flagged for the host.
+    Returns (value, slow) [B, T].
 
     Per byte, the DFA's transition says whether it is a digit of the mantissa, of the fraction or of
-    the exponent, the exponent's minus or a base prefix: counts packed in one int64 prefix sum. A
-    digit weighs 10^(digits after it in its token), so one more prefix sum gives each token's digit
-    string as an integer (mantissa * 10^n_exp + exponent); int64 arithmetic wraps, so the differences
-    of prefix sums at token ends stay exact."""
-    code = take(t["number"], trans)
-    counts = torch.cat([torch.zeros_like(code[:, :1]), code.cumsum(1)], 1)  # [B, L + 1]: over [0, i)
-    after = ((counts.gather(1, end_pos) - counts[:, 1:]) & _MASK16).clamp_(max=19)
-    term = take(t["digit"], b) * take(t["pow10"], after)
-    digits = torch.cat([torch.zeros_like(term[:, :1]), term.cumsum(1)], 1)
+    the exponent, the exponent's minus or a base prefix: counts packed in lex's prefix sum. A digit
+    weighs 10^(digits after it in its token), so one more prefix sum gives each token's digit string
+    as an integer (mantissa * 10^n_exp + exponent); int64 arithmetic wraps, so the differences of
+    prefix sums at token ends stay exact. The packed fields hold tokens shorter than 2,048 bytes; a
+    longer number has more than 18 digits, or a base prefix, so it is the host's anyway. The rest
+    works on the number tokens alone, listed by their last bytes (NT of them at most in a row, about
+    a tenth of the tokens), and the results go to their tokens' slots."""
+    B = facts.shape[0]
+    dev = facts.device
+    after = ((at_end - digits) & _M11).clamp_(max=19)  # digits after each byte in its token
+    term = _look(t["term"], (after << 4) | ((facts >> 8) & 15))
+    weighted = torch.zeros_like(counts)
+    torch.cumsum(term, 1, out=weighted[:, 1:])
+
+    last = torch.zeros((B, NT + 1), dtype=torch.int32, device=dev)
+    last.scatter_(1, (n_num * number_end).long(), torch.arange(L, dtype=torch.int32, device=dev).expand(B, L))
+    last = last[:, 1:].long()
+    listed = torch.arange(NT, device=dev) < n_num[:, -1:]
+    tok = n_sel.gather(1, last).long() - 1  # the number's token
+    tok = torch.where(listed & (tok < T), tok, T)  # others to a discarded slot
+    start, end = tok_start.gather(1, tok.clamp(max=T - 1)), last + 1
+
     c = counts.gather(1, end) - counts.gather(1, start)
-    n_dig, n_frac, n_exp, top = c & _MASK16, (c >> 16) & _MASK16, (c >> 32) & _MASK16, c >> 48
-    v = digits.gather(1, end) - digits.gather(1, start)
-    scale = take(t["pow10"], n_exp.clamp(max=18))
+    v = weighted.gather(1, end) - weighted.gather(1, start)
+    exp = ((c >> _Q_MINUS) & 4095).clamp_(max=10)  # 2 * exponent digits + minus
+    scale = take(t["exp_scale"], exp)
     m = v // scale
-    e = v - m * scale
-    k = torch.where((top & 1).bool(), -e, e) - n_frac
-    slow = is_number & ((n_dig > 18) | (n_exp > 4) | (m >= 2 ** 53) | (k.abs() > 22) | (top > 1))
+    k = (v - m * scale) * take(t["exp_sign"], exp) - ((c >> _Q_FRAC) & _M11)
+    slow = ((c >> _Q_DIG) > 18) | (exp > 9) | (m >= 2 ** 53) | (k.abs() > 22) | (end - start >= 2048)
     k = (k + 22).clamp_(0, 44)
     value = m.to(torch.float64) * take(t["scale_up"], k) / take(t["scale_down"], k)  # m * 10^k or m / 10^-k
-    value = torch.where(is_number & ~slow, value, 0.0)
-    return value, slow
+    value = torch.where(slow, 0.0, value)
+    out_value = torch.zeros((B, T + 1), dtype=torch.float64, device=dev).scatter_(1, tok, value)
+    out_slow = torch.zeros((B, T + 1), dtype=torch.bool, device=dev).scatter_(1, tok, slow)
+    return out_value[:, :T], out_slow[:, :T]
