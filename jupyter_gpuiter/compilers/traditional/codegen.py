@@ -11,11 +11,15 @@ slots; a slot's row is the number of rows that end at or before it (a histogram 
 and one prefix sum), and a few gathers fill all fields; call arguments and the folds' accumulators
 are then scattered into their slots. O(B*T log T).
 
-Inputs arrive int64; the pass works in int32 (registers, slots and positions fit) with arithmetic
-selects instead of `torch.where` over full masks (see common.select), except for the sort, whose key
-keeps its values (ties, which only invalid trees have, stay in the same order). Only the rows of
-tokens that emit instructions are ever read, so their fields are computed for those tokens only
-(other tokens' rows hold anything). Outputs are int32 like the batch (imm float64, lengths int64).
+Inputs arrive int64; the pass works in int32 (registers, slots, keys and flat indices fit: B * N * 3
+< 2^31 under CHUNK_CELLS). Its masks (roles of nodes, aug operators, arguments) are sparse and
+regular, where the CPU's `torch.where` is fast (about 0.5 ns an element), and it avoids arithmetic
+between an integer or float tensor and a bool mask, which torch runs through a slow casting loop.
+The sort key keeps its values, so ties (only invalid trees have them) keep their order. Only the rows
+of tokens that emit instructions are ever read, so their fields are computed for those tokens only.
+The row tables are flat (B * T token rows, then the shared parameter and padding rows, then one
+return row per program), so each field is written in place and read by one index_select.
+Outputs are int32 like the batch (imm float64, lengths int64).
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ _TABLES: dict = {}
 
 def _tables(dev):
     """(op table (see _OP_*), builtin is variadic, immediates: 0.0 then the constants' values, the
-    parameters' and padding rows' ops and immediates [NP + 1])."""
+    parameters' and padding rows' ops and immediates [NP + 1], -1 as an int32 scalar tensor)."""
     if dev not in _TABLES:
         binary, unary = [-1] * NK, [-1] * NK
         for tok, b in spec.BINARY_OPS.items():
@@ -60,7 +64,8 @@ def _tables(dev):
             torch.tensor([spec.BUILTINS[n].arity[0] != spec.BUILTINS[n].arity[1] for n in BUILTIN_NAMES]),
             torch.tensor(imm, dtype=torch.float64),
             torch.tensor(extra_ops, dtype=I32),
-            torch.cat([torch.arange(NP, dtype=torch.float64), torch.zeros(1, dtype=torch.float64)])))
+            torch.cat([torch.arange(NP, dtype=torch.float64), torch.zeros(1, dtype=torch.float64)]),
+            torch.tensor(-1, dtype=I32)))
     return _TABLES[dev]
 
 
@@ -71,7 +76,7 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics):
     dev = kind.device
     B, T = kind.shape
     N = T + NP + 2  # slots; also rows in canonical order: parameters, tokens, the return, padding
-    op_tab, b_var, imm_tab, extra_ops, extra_imm = _tables(dev)
+    op_tab, b_var, imm_tab, extra_ops, extra_imm, minus1 = _tables(dev)
     pos = torch.arange(T, device=dev)
     body, nt = tr.body, tr.ntype
 
@@ -91,7 +96,7 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics):
     sv = tr.stmt_value.gather(1, first_tok)
     node_end = tr.node_end.int()
     end = torch.where(aug_here, node_end.gather(1, sv.clamp(min=0)), node_end)
-    key = torch.where(inst, end * (T + 2) - tr.depth.int().masked_fill_(aug_here, 0), _NO_INST)
+    key = torch.where(inst, end * (T + 2) - tr.depth.int(), _NO_INST)  # (aug operators are walls: depth 0)
     order = key.argsort(1)
     # rows in canonical order: parameters, nodes, return, padding; their registers by a prefix sum
     P = sm.n_params
@@ -101,11 +106,10 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics):
     base = torch.empty_like(n_inst)
     base.scatter_(1, order, ends[:, NP:NP + T] - counts[:, NP:NP + T])
     value_reg = base + n_inst - 1
-    # the register a node's value lives in (names: their binding's; parameters: T + index)
-    src = sm.source
-    src32 = src.int()
-    reg = torch.where(src32 >= T, src32 - T, value_reg.gather(1, src.clamp(0, T - 1)))
-    reg = torch.where(src32 < 0, value_reg, reg)
+    # the register a node's value lives in: its own, or a name's binding's (a node's, or parameter
+    # src - T's: src < 2T)
+    reg = torch.cat([value_reg, torch.arange(T, dtype=I32, device=dev).expand(B, T)], 1).gather(
+        1, torch.where(sm.source < 0, pos, sm.source))
     reg_ext = torch.cat([torch.full_like(reg[:, :1], -1), reg], 1)  # a sentinel first column for "no node"
 
     # the row tables, flat: B * T token rows, then the parameters' NP rows, padding, B returns
@@ -139,8 +143,7 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics):
     torch.gather(op_tab.expand(B, -1), 1, op_idx.long(), out=rows_op[:BT].view(B, T))
     rows_op[BT:RET] = extra_ops
     rows_op[RET:] = OP_INDEX["ret"]
-    torch.where(is_num & tk.slow_number, pos.int(), torch.tensor(-1, dtype=I32, device=dev),
-                out=rows_tok[:BT].view(B, T))  # literals valued on the host
+    torch.where(is_num & tk.slow_number, pos.int(), minus1, out=rows_tok[:BT].view(B, T))  # valued on the host
     rows_tok[BT:] = -1
     # immediates: a number's value, True as 1.0, or a named constant's value (imm_tab[0] = 0.0)
     imm = torch.where(is_bool & (kind == K["True"]), 1.0, take(imm_tab, sm.const_name + 1))
@@ -171,13 +174,14 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics):
     p = tr.parent
     pc = p.clamp(min=0)
     r = tr.arg_rank.int()
-    fold = (p >= 0) & variadic.gather(1, pc) & (r >= 2)
+    is_arg = p >= 0
+    fold = is_arg & variadic.gather(1, pc) & (r >= 2)
     s = base.gather(1, pc)
     s = torch.where(fold, s + r - 1, s).clamp_(0, N)
     at = s * 3 + torch.arange(0, B * N * 3, N * 3, dtype=I32, device=dev)[:, None]
     off = s >= N
     field = torch.where(fold, 1, r.clamp(0, 2))
-    flat.scatter_(0, torch.where((p < 0) | off, spare, at + field).view(-1).long(), reg.view(-1))
+    flat.scatter_(0, torch.where(~is_arg | off, spare, at + field).view(-1).long(), reg.view(-1))
     flat.scatter_(0, torch.where(fold & ~off, at, spare).view(-1).long(), (s - 1).view(-1))
     lengths = P + (ends[:, NP + T] - ends[:, NP - 1]).long()  # parameters, instructions, the return
     return ops, flat[:spare].view(B, N, 3), imm, imm_token, lengths
