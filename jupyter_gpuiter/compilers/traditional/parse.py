@@ -152,24 +152,32 @@ def nearest_smaller(rbp: torch.Tensor, lbp: torch.Tensor) -> tuple[torch.Tensor,
     R(i) = min k > i with lbp[k] < rbp[i], or T (there: LOW_R).
 
     Both as one rightward search over 2B rows (L on the reversed rows), by binary lifting over
-    sparse tables of minima padded on the right by a value below every binding power, so a step
-    past the end fails by itself: no bounds checks. All int32: a step is taken where
+    sparse tables of minima with a column T of a value below every binding power, so a step past
+    the end fails by itself: no bounds checks. All int32: a step is taken where
     (threshold - 1 - min) >> 31 is -1, so a level is one gather and three int32 operations."""
     B, T = rbp.shape
     top = max(1, T.bit_length()) - 1
     pad = 1 << top
-    fill = torch.full((2 * B, pad), LOW_R, dtype=torch.int32, device=rbp.device)
-    fill[B:] = LOW_L
-    tables = [torch.cat([torch.cat([lbp, rbp.flip(1)], 0), fill], 1)]
-    for k in range(1, top + 1):  # level k, column j: min over columns j .. j + 2^k - 1
+    # tables[k][:, j] = min over columns j .. j + 2^k - 1, where a range reaching column T is LOW:
+    # those columns (the last 2^(k-1) of level k) are filled first, for all levels at once
+    tables = torch.empty((top + 1, 2 * B, T + 1), dtype=torch.int32, device=rbp.device)
+    tables[:, :B, T + 1 - pad:] = LOW_R
+    tables[:, B:, T + 1 - pad:] = LOW_L
+    tables[0, :B, :T] = lbp
+    tables[0, B:, :T] = rbp.flip(1)
+    for k in range(1, top + 1):
         step = 1 << (k - 1)
-        a = tables[-1]
-        tables.append(torch.minimum(a[:, :-step], a[:, step:]))
+        a = tables[k - 1]
+        torch.minimum(a[:, :T + 1 - step], a[:, step:], out=tables[k, :, :T + 1 - step])
     below = torch.cat([rbp, lbp.flip(1)], 0).sub_(1)
-    m = torch.arange(1, T + 1, dtype=torch.int32, device=rbp.device).repeat(2 * B, 1)
+    # m as an index into a flattened table (row * (T + 1) + m): int32 indices need no conversion
+    row = torch.arange(0, 2 * B * (T + 1), T + 1, dtype=torch.int32, device=rbp.device)[:, None]
+    m = (torch.arange(1, T + 1, dtype=torch.int32, device=rbp.device) + row).view(-1)
     for k in range(top, -1, -1):  # invariant: values[i + 1 : m] >= threshold[i]
-        m.sub_(below.sub(tables[k].gather(1, m.long())).bitwise_right_shift_(31), alpha=1 << k)
-    at = tables[0].gather(1, m.long())
+        at = tables[k].view(-1).index_select(0, m).view(2 * B, T)
+        m.sub_(below.sub(at).bitwise_right_shift_(31).view(-1), alpha=1 << k)
+    at = tables[0].view(-1).index_select(0, m).view(2 * B, T)
+    m = m.view(2 * B, T).sub_(row)
     return (T - 1) - m[B:].flip(1), m[:B], at[B:].flip(1), at[:B]
 
 
