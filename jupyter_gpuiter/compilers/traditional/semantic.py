@@ -1,13 +1,18 @@
 """Pass 4, semantic: name resolution and checks, per node, as sorts and scans over the batch.
 
-Names resolve by one sort of [B, T] events (one per token) by (name hash, time): parameters bind at
-the header, assignment and aug targets at the end of their statement, and a running max over the
-sorted events gives the latest binding in each hash group; every token looks up the latest binding
-before its own time (a `searchsorted`), which covers an aug target's read of its old value.
-Aliases (`y = x`) are followed by pointer jumping (each round one gather). Builtin and constant
-names are found by a perfect hash of their packed keys. Checks produce error keys ordered like the
-serial compiler's: statement errors before the expression errors at the same place, outer
+Names resolve by one sort of [B, T] events (one per name token) by (name hash, time): parameters
+bind at the header, assignment and aug targets at the end of their statement, and a running max
+over the sorted events gives the latest binding in each hash group; every event reads the value
+before its key, the latest binding before its own time, which covers an aug target's read of its
+old value. Aliases (`y = x`) are followed by pointer jumping (each round one gather). Builtin and
+constant names are found by a perfect hash of their packed keys. Checks produce errors ordered like
+the serial compiler's: statement errors before the expression errors at the same place, outer
 expressions before inner ones.
+
+Costs on a CPU: everything but the sort keys and the gather indices is int32, uint8 or bool; a
+comparison that makes a bool costs several int32 operations, a full-mask `where` a dozen, so masks
+combine as bools and values as arithmetic (common.select). Errors are int32 ranks in one running
+maximum (see analyse); the rules of one place and priority set uint8 codes.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import torch
 
 from ...lang import spec
 from ...lang.errors import KIND_CODES
-from .common import BIG, NO_ERROR, error_key, gather, perfect_hash, select, shift_left, shift_right, take
+from .common import BIG, NO_ERROR, error_key, gather, perfect_hash, shift_left, shift_right, take
 from .lex import Tokens, pack_key
 from .parse import N_ATTR, N_BIN, N_CALL, N_NAME, N_TUPLE, Tree
 from .rules import Structure
@@ -59,33 +64,7 @@ class Semantics:
 
 
 _NAME_SLOTS: dict = {}
-
-
-def _name_slots(device):
-    """A perfect hash of the builtin and constant names' packed keys: (multiplier, per-slot key [256]
-    int64, per-slot info [256] int32), the slot the top 8 bits of key * multiplier (mod 2^64). Info
-    packs constant index + 1 (bits 0-2), builtin index + 1 for builtins that are not constants
-    (bits 3-8) and the builtin's arity range (bits 9-12, 13-16); empty slots hold a key that
-    hashes elsewhere and info 0, so only an exact key match hits."""
-    if device not in _NAME_SLOTS:
-        names = sorted(set(CONSTANT_NAMES) | set(BUILTIN_NAMES))
-        keys = [pack_key(n) for n in names]
-        mult, slots = perfect_hash(keys, 8)
-        spare = next(k for k, sl in zip(keys, slots) if sl != 0)  # for empty slots
-        key_col = [spare if sl != slots[keys.index(spare)] else keys[0] for sl in range(256)]
-        info_col = [0] * 256
-        for n, k, sl in zip(names, keys, slots):
-            b = spec.BUILTINS.get(n)
-            const = CONSTANT_NAMES.index(n) + 1 if n in spec.CONSTANTS else 0
-            builtin = BUILTIN_NAMES.index(n) + 1 if b and not const else 0
-            lo, hi = b.arity if b else (0, 0)
-            assert const < 8 and builtin < 64 and hi < 16
-            key_col[sl], info_col[sl] = k, const | builtin << 3 | lo << 9 | hi << 13
-        _NAME_SLOTS[device] = (mult, torch.tensor(key_col, dtype=torch.long, device=device),
-                               torch.tensor(info_col, dtype=torch.int32, device=device))
-    return _NAME_SLOTS[device]
-
-
+u8, i32 = torch.uint8, torch.int32
 K0 = (1 << 31) - 1  # error ranks are kept inverted, K0 - rank (see analyse)
 INT64_MAX = (1 << 63) - 1
 
@@ -95,41 +74,117 @@ def _cm(message: str) -> int:
     return KIND_CODES[MESSAGES[MSG[message] - MSG_BASE][0]] * 16 + MSG[message] - MSG_BASE
 
 
+def _rank(message: str, priority: int) -> int:
+    """The low 19 bits of an error's rank: (priority + 1) << 7 | kind code and message."""
+    return ((priority + 1) << 7) + _cm(message)
+
+
+# uint8 codes of the rules that share a place and priority: larger is first, 0 is none
+_TOKEN_RULES = {"duplicate parameter": 0, "code after return is never run": 0,
+                "chained assignment: assign one name at a time": 1, "return needs a value": 1,
+                "an expression on its own has no effect: assign or return it": 1}  # at the token, by priority
+_TOKEN_TOP = max(_rank(m, p) for m, p in _TOKEN_RULES.items()) + 1
+_TOKEN_CODE = {m: _TOKEN_TOP - _rank(m, p) for m, p in _TOKEN_RULES.items()}
+assert max(_TOKEN_CODE.values()) < 256
+_EXPR_CODE = {m: 128 - _cm(m) for _, m in MESSAGES}  # at the node's first token, priority 3 + depth
+assert _EXPR_CODE["not a builtin function"] > _EXPR_CODE["wrong number of arguments for this builtin"]
+
+
+def _name_slots(device):
+    """A perfect hash of the builtin and constant names' packed keys: (multiplier, per-slot key, info
+    and wrong arities [256]), the slot the top byte of key * multiplier (mod 2^64). Empty slots hold
+    a key that hashes elsewhere and info 0, so only an exact key match hits. Info (int32) packs what
+    a name is: bits 0-6 its error code as a value, 7-13 as a callee (each XOR the code of a name
+    that is not in the table, so info 0 reads as one), 14-16 constant index + 1, 17-22 builtin
+    index + 1 (not for constants). Wrong arities (int32): bit min(n, 9) set if a builtin does not
+    take n arguments."""
+    if device not in _NAME_SLOTS:
+        names = sorted(set(CONSTANT_NAMES) | set(BUILTIN_NAMES))
+        keys = [pack_key(n) for n in names]
+        mult, slots = perfect_hash(keys, 8)
+        spare = next(k for k, sl in zip(keys, slots) if sl != 0)  # for empty slots
+        key_col = [spare if sl != slots[keys.index(spare)] else keys[0] for sl in range(256)]
+        info_col, arity_col = [0] * 256, [0] * 256
+        undefined, not_builtin = _EXPR_CODE["name is not defined"], _EXPR_CODE["not a builtin function"]
+        for n, k, sl in zip(names, keys, slots):
+            b = spec.BUILTINS.get(n)
+            const = CONSTANT_NAMES.index(n) + 1 if n in spec.CONSTANTS else 0
+            builtin = BUILTIN_NAMES.index(n) + 1 if b and not const else 0
+            lo, hi = b.arity if builtin else (0, 9)
+            assert hi < 9 or not builtin  # min(n, 9) = 9 is wrong for every builtin
+            as_value = 0 if const else _EXPR_CODE["this is a function: call it"]
+            as_callee = _EXPR_CODE["this is a constant, not a function"] if const else 0
+            assert builtin < 64
+            key_col[sl] = k
+            info_col[sl] = (as_value ^ undefined) | (as_callee ^ not_builtin) << 7 | const << 14 | builtin << 17
+            arity_col[sl] = sum(1 << n for n in range(10) if not lo <= n <= hi)
+        _NAME_SLOTS[device] = (mult, *(torch.tensor(c, dtype=dt, device=device)
+                                       for c, dt in ((key_col, torch.long), (info_col, i32), (arity_col, i32))))
+    return _NAME_SLOTS[device]
+
+
+def _is(x8: torch.Tensor, value: int) -> torch.Tensor:
+    """x8 == value for a uint8 tensor, as bool: three uint8 operations, several times cheaper than
+    a comparison on a CPU."""
+    return ((x8 ^ value).clamp_(max=1) ^ 1).view(torch.bool)
+
+
 def _marks(mask: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     """[B, T] bool, True at idx[b, i] for the masked i (each place marked by at most one masked i)."""
-    out = torch.zeros(mask.shape, dtype=torch.uint8, device=mask.device)
-    return out.scatter_add_(1, idx, mask.view(torch.uint8)).bool()
+    out = torch.zeros(mask.shape, dtype=u8, device=mask.device)
+    return out.scatter_add_(1, idx, mask.view(u8)).clamp_(max=1).view(torch.bool)
+
+
+def _sel(mask: torch.Tensor, a, b) -> torch.Tensor:
+    """common.select(mask, a, b) with one temporary (a or b a [B, T] int32 tensor): in place."""
+    if mask.is_cuda:
+        return torch.where(mask, a, b)
+    return (a - b).mul_(mask).add_(b)
+
+
+def _decode(inv_base: torch.Tensor, code: torch.Tensor) -> torch.Tensor:
+    """Inverted ranks of a family of uint8 codes: inv_base + code where code > 0, else 0 (in place
+    of inv_base)."""
+    c = code.int()
+    return inv_base.add_(c).mul_(c.clamp_(max=1))
 
 
 def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
-    kind = tk.kind
+    kind = tk.kind.to(u8)
     dev = kind.device
     B, T = kind.shape
-    i32 = torch.int32
     pos = torch.arange(T, dtype=i32, device=dev)  # [T], broadcast over the rows
     pos64 = torch.arange(T, device=dev)
     countdown = T - pos  # (mask * countdown).amax(1): T - the first masked position, 0 if none
     count = tk.count.int()
     valid = pos < count[:, None]
+    body = tr.body
+    ntype = tr.ntype.to(u8)
 
     # Errors. Every error of this pass is at a token, and tokens' (line, col) grow with their
     # position, so the first error is the least (place, priority, kind code, message) with place =
     # position + 1 (0 for padding, at line 0 col 0): an int32 rank place << 19 | (priority + 1) << 7
     # | code << 4 | message - MSG_BASE (place <= T + 1 < 2^12, priority < T + 4 < 2^12). Ranks are
-    # kept inverted, K0 - rank, so that a rule is (inverted base - constant) * mask into a running
-    # maximum, where 0 is no error; one row maximum at the end.
+    # kept inverted, K0 - rank, so that errors meet in a running maximum where 0 is none; one row
+    # maximum at the end. Rules of one place and priority set uint8 codes (larger first).
     inv_place = K0 - (((pos + 1) * valid) << 19)
-    best = torch.zeros((B, T), dtype=i32, device=dev)
+    token_code = torch.zeros((B, T), dtype=u8, device=dev)
+    expr_code = torch.zeros((B, T), dtype=u8, device=dev)
 
-    def fail(mask, message, inv_base, priority):
-        nonlocal best
-        best = torch.maximum(best, (inv_base - (((priority + 1) << 7) + _cm(message))) * mask)
+    def at_token(mask, message):
+        nonlocal token_code
+        token_code = torch.maximum(token_code, mask.view(u8) * _TOKEN_CODE[message])
+
+    def at_node(mask, message_or_codes):
+        nonlocal expr_code
+        code = _EXPR_CODE[message_or_codes] if isinstance(message_or_codes, str) else message_or_codes
+        expr_code = torch.maximum(expr_code, mask.view(u8) * code)
 
     # the header: def NAME ( [NAME {, NAME} [,]] ) : with the body on the next lines or after the colon
     ho, hc, colon = st.header_open, st.header_close, st.header_colon
-    is_name, is_comma, nl = kind == K["name"], kind == K[","], kind == K["newline"]
+    is_name, is_comma, nl = _is(kind, K["name"]), _is(kind, K[","]), _is(kind, K["newline"])
     inside = (pos > ho.int()[:, None]) & (pos < hc.int()[:, None])
-    after_open_comma = shift_right((kind == K["("]) | is_comma, False)
+    after_open_comma = shift_right(_is(kind, K["("]) | is_comma, False)
     after_name = shift_right(is_name, False)
     bad_param = inside & ((is_name & ~after_open_comma) | (is_comma & ~after_name))
     bad_left = (bad_param * countdown).amax(1)
@@ -153,100 +208,104 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     is_param = inside & is_name & (st.enclosing == ho[:, None])
     param_index = is_param.cumsum(1, dtype=i32) - 1
     n_params = param_index[:, -1].long() + 1
-    nl_at = nl * (pos - T) + T
+    nl_at = (nl * (pos - T)).add_(T)
     stmt_end = torch.minimum(shift_left(nl_at, T).flip(1).cummin(1).values.flip(1), count[:, None])  # its NEWLINE
     sf = tr.stmt_first.clamp(min=0)
-    first = tr.body & (tr.stmt_first == pos64)
-    skind = tr.stmt_kind.gather(1, sf)
+    first = body & (tr.stmt_first == pos64)
+    stmt_kind = tr.stmt_kind.to(u8)
+    skind = stmt_kind.gather(1, sf)
     is_target = tr.target_of >= 0  # target atoms (at the atom's token)
     tnode = _marks(is_target, tr.stmt_targets)
-    name_node = tr.body & (tr.ntype == N_NAME)
-    calls = tr.body & (tr.ntype == N_CALL)
+    name_node = body & _is(ntype, N_NAME)
+    calls = body & _is(ntype, N_CALL)
     plain_call = calls & (tr.attr < 0)
     callee_at = tr.callee.clamp(min=0)
     callee = _marks(plain_call & (tr.callee >= 0), callee_at)
     target_name = tnode & name_node
-    aug_target = target_name & (skind == 2)
-    asg_target = target_name & (skind == 1)
+    aug_target = target_name & _is(skind, 2)
+    asg_target = target_name & _is(skind, 1)
     value_ref = name_node & ~tnode
     ref = value_ref | callee
     ref_or_param = ref | is_param
     binds = (is_param & ~ref) | ((asg_target | aug_target) & ~ref_or_param)
-    time = select(ref_or_param, 2 * pos + (is_param & ~ref), 2 * stmt_end + 1)
-    key = torch.where(ref_or_param | binds, (tk.hash & -(1 << 14)) | (time.long() << 1), INT64_MAX)
+    time = _sel(ref_or_param, 2 * pos + (is_param & ~ref), stmt_end.mul_(2).add_(1))
+    key = torch.where(ref_or_param | binds, (tk.hash & -(1 << 14)).bitwise_or_(time.bitwise_left_shift_(1).long()),
+                      INT64_MAX)
     sv, order = key.sort(dim=1)
     # a running max of (hash group ordinal, binding token + 1) over the sorted events; every event
     # takes the value before its key (ties: targets of one statement), the latest earlier binding
     # of its name, which covers an aug target's read of its old value
     diff = sv ^ shift_right(sv, 0)
-    group = ((diff >> 14) != 0).cumsum(1, dtype=i32) << 12
-    run = (group + ((pos + 1) * binds).gather(1, order)).cummax(1).values
+    group = ((diff >> 14) != 0).cumsum(1, dtype=i32).bitwise_left_shift_(12)
+    run = ((pos + 1) * binds).gather(1, order).add_(group).cummax(1).values
     key_start = ((diff != 0) * pos).cummax(1).values
     before = torch.cat([torch.zeros_like(run[:, :1]), run], 1).gather(1, key_start.long())
-    bind_at = torch.empty_like(run).scatter_(1, order, (before - group).clamp_(min=0))  # binding token + 1, or 0
+    bind_at = torch.empty_like(run).scatter_(1, order, before.sub_(group).clamp_(min=0))  # binding token + 1, or 0
     # a binding's source: the value node, the aug operator token, or a parameter's own token
-    bind_src = select(asg_target, tr.stmt_value.gather(1, sf).int(),
-                      select(aug_target, tr.stmt_aug.gather(1, sf).int(), pos))
+    stmt_src = _sel(_is(stmt_kind, 2), tr.stmt_aug.int(), tr.stmt_value.int())  # at statements' first tokens
+    bind_src = _sel(asg_target | aug_target, stmt_src.gather(1, sf), pos)
     ref_src = torch.cat([torch.full_like(bind_src[:, :1], -1), bind_src], 1).gather(1, bind_at.long())
     # a parameter bound before its own binding has a duplicate name (only parameters bind that early)
-    fail(is_param & (bind_at > 0), "duplicate parameter", inv_place, 0)
+    at_token(is_param & (bind_at > 0), "duplicate parameter")
 
-    # follow aliases (`y = x` binds y to x's source) by pointer jumping: each token points to its
-    # source if it is a bound reference, else to itself, so jumping ends at the alias chain's end.
-    # Each link goes back one assignment statement (at least 4 tokens), so log2(T / 4) rounds do.
+    # follow aliases (`y = x` binds y to x's source) by pointer jumping: bound references and aug
+    # targets point to their source, other tokens to themselves, so jumping ends at the alias
+    # chain's end. Each link but the last goes back one assignment statement (at least 4 tokens),
+    # so log2(T / 3) rounds do.
     bound = ref_src >= 0
-    nxt = select(value_ref & bound, ref_src, pos).long()
-    for _ in range(max(1, (T // 4).bit_length())):
-        nxt = nxt.gather(1, nxt)
-    # sources of bound references: the chain's end from their source; parameters as T + index
-    src = select(is_param, T + param_index, pos).gather(1, nxt.gather(1, ref_src.clamp(min=0).long()))
-
-    name_key = tk.key.gather(1, tr.name_tok.clamp(0, T - 1))
-    mult, slot_key, slot_info = _name_slots(dev)
-    slot = ((name_key * mult) >> 56) & 255
-    info = take(slot_info, slot) * (take(slot_key, slot) == name_key)
-    const1, builtin1 = info & 7, (info >> 3) & 63  # index + 1, or 0
-    lo, hi = (info >> 9) & 15, info >> 13
     is_ref = value_ref & bound
-    ns_inv = inv_place.gather(1, tr.node_start)
-    expr_base = ns_inv - (tr.depth.int() << 7)  # priority 3 + depth: outer expressions first, as in the serial walk
+    has_src = is_ref | (aug_target & bound)
+    nxt, spare = _sel(has_src, ref_src, pos).long(), torch.empty((B, T), dtype=torch.long, device=dev)
+    for _ in range(max(1, (T // 3).bit_length())):
+        nxt, spare = torch.gather(nxt, 1, nxt, out=spare), nxt
+    # sources: the chain's end; parameters as T + index
+    source = (_sel(is_param, T + 1 + param_index, pos + 1).gather(1, nxt).mul_(has_src) - 1).long()
+
+    # builtins and constants
+    name_key = tk.key.gather(1, tr.name_tok.clamp(0, T - 1))
+    mult, slot_key, slot_info, slot_arity = _name_slots(dev)
+    prod = name_key * mult
+    slot = prod.view(u8)[:, 7::8].long()  # its top byte, (prod >> 56) & 255 on a little-endian machine
+    info = take(slot_info, slot).mul_(take(slot_key, slot) == name_key)
     # values: names and math.NAME
-    value_attr = tr.body & (tr.ntype == N_ATTR) & ~tnode
+    value_attr = body & _is(ntype, N_ATTR) & ~tnode
     loose = (value_ref & ~bound) | value_attr
-    const_name = (const1 * loose - 1).long()
-    not_const = const1 == 0
-    fail(loose & not_const & (builtin1 > 0), "this is a function: call it", expr_base, 3)
-    fail(loose & not_const & (builtin1 == 0), "name is not defined", expr_base, 3)
-    fail(aug_target & ~bound, "name is not defined", inv_place, 3 + 1)  # an aug target: depth 1
+    const_name = (info >> 14).bitwise_and_(7).mul_(loose).sub_(1).long()  # constant index + 1 - 1
+    at_node(loose, ((info & 127) ^ _EXPR_CODE["name is not defined"]).to(u8))
     # calls
     callee_bound = plain_call & bound.gather(1, callee_at)
-    fail(callee_bound, "this is a variable here, not a function", expr_base, 3)
+    at_node(callee_bound, "this is a variable here, not a function")
     plain = calls & ~callee_bound
-    fail(plain & ~not_const, "this is a constant, not a function", expr_base, 3)
-    fail(plain & not_const & (builtin1 == 0), "not a builtin function", expr_base, 3)
-    n_args = tr.n_args.int()
-    arity_bad = plain & (builtin1 > 0) & ((n_args < lo) | (n_args > hi))
-    fail(arity_bad, "wrong number of arguments for this builtin", expr_base, 3)
-    fail(tr.body & (tr.ntype == N_BIN) & tr.chained, "chained comparisons are not supported: use `and`",
-         expr_base, 3)
-    fail(tr.body & (tr.ntype == N_TUPLE) & ~tnode, "tuples are not supported", expr_base, 3)
-    builtin = (builtin1 * (calls & ~arity_bad) - 1).long()
+    at_node(plain, (((info >> 7) & 127) ^ _EXPR_CODE["not a builtin function"]).to(u8))
+    # (a name that misses its slot reads the slot's arities, harmless: it is not a builtin, an
+    # error that comes first at the same node)
+    n_args = tr.n_args.int().clamp(max=9)
+    arity_bad = plain & take(slot_arity, slot).bitwise_right_shift_(n_args).bitwise_and_(1).to(u8).view(torch.bool)
+    at_node(arity_bad, "wrong number of arguments for this builtin")
+    at_node(body & _is(ntype, N_BIN) & tr.chained, "chained comparisons are not supported: use `and`")
+    at_node(body & _is(ntype, N_TUPLE) & ~tnode, "tuples are not supported")
+    builtin = (info >> 17).mul_(calls & ~arity_bad).sub_(1).long()  # builtin index + 1 - 1
 
     # statements
-    stmt_kind = tr.stmt_kind
-    is_ret = first & (stmt_kind == 3)
+    is_ret = first & _is(stmt_kind, 3)
     ret_left = (is_ret * countdown).amax(1)
-    fail(first & (pos > (T - ret_left)[:, None]), "code after return is never run", inv_place, 0)
-    fail(first & (stmt_kind == 1) & (tr.n_targets > 1), "chained assignment: assign one name at a time", inv_place, 1)
-    fail(is_target & ~name_node.gather(1, tr.stmt_targets), "can only assign to a plain name",
-         ns_inv.gather(1, tr.stmt_targets), 1)
-    fail(is_ret & (tr.stmt_value < 0), "return needs a value", inv_place, 1)
-    fail(first & (stmt_kind == 4), "an expression on its own has no effect: assign or return it", inv_place, 1)
+    at_token(first & (pos > (T - ret_left)[:, None]), "code after return is never run")
+    at_token(first & _is(stmt_kind, 1) & (tr.n_targets > 1), "chained assignment: assign one name at a time")
+    at_token(is_ret & (tr.stmt_value < 0), "return needs a value")
+    at_token(first & _is(stmt_kind, 4), "an expression on its own has no effect: assign or return it")
     doc_first = st.docstring & ~shift_right(st.docstring, False)
     last_stmt = (((first | doc_first) * (pos + 1)).amax(1) - 1).clamp(min=0).long()[:, None]  # 0 if none
     last_is_ret = first.gather(1, last_stmt) & (stmt_kind.gather(1, last_stmt) == 3)
     end_bad = ~last_is_ret[:, 0] & (count > 0)
-    inv_end = inv_place.gather(1, last_stmt)[:, 0] - ((3 << 7) + _cm("the function must end with `return <expr>`"))
+
+    # the first error: the families' inverted ranks
+    ns_inv = inv_place.gather(1, tr.node_start)
+    expr_inv = ns_inv - tr.depth.to(i32, copy=True).bitwise_left_shift_(7).add_((4 << 7) + 128)  # priority 3 + depth
+    best = torch.maximum(_decode(inv_place - _TOKEN_TOP, token_code), _decode(expr_inv, expr_code))
+    best = torch.maximum(best, (inv_place - _rank("name is not defined", 4)).mul_(aug_target & ~bound))
+    bad_target = tnode & ~name_node  # at the target node's first token, like the serial compiler
+    best = torch.maximum(best, (ns_inv - _rank("can only assign to a plain name", 1)).mul_(bad_target))
+    inv_end = inv_place.gather(1, last_stmt)[:, 0] - _rank("the function must end with `return <expr>`", 2)
     top = torch.maximum(best.amax(1), inv_end * end_bad)
 
     rank = (K0 - top).long()
@@ -256,5 +315,4 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     cm = rank & 127
     key = error_key(line, col, ((rank >> 7) & 4095) - 1, cm >> 4, MSG_BASE + (cm & 15))
     error = torch.where(syntax, syntax_key, torch.where(top > 0, key, NO_ERROR))
-    return Semantics(select(is_ref | (aug_target & bound), src, -1).long(), const_name, builtin, is_ref, n_params,
-                     error)
+    return Semantics(source, const_name, builtin, is_ref, n_params, error)
