@@ -186,6 +186,17 @@ def _last(mask: torch.Tensor, pos1: torch.Tensor) -> torch.Tensor:
     return (pos1 * mask).cummax(1).values
 
 
+def _lut(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """table[idx] for a 1-D table: index_select takes int32 indices as they are."""
+    return table.index_select(0, idx.reshape(-1)).view(idx.shape)
+
+
+def _pick(x: torch.Tensor, flat: torch.Tensor) -> torch.Tensor:
+    """x.gather(1, columns) for a contiguous x [B, W], given flat = row * W + column (int32): one
+    index_select on the flattened x, with no int64 copy of the indices."""
+    return x.view(-1).index_select(0, flat.reshape(-1)).view(flat.shape)
+
+
 def _over(mask: torch.Tensor, value: int, x: torch.Tensor) -> torch.Tensor:
     """value where mask, else x (int32): arithmetic, not a CPU `where` over a full mask."""
     return (value - x).mul_(mask).add_(x)
@@ -199,6 +210,8 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     tab = _tables(dev)
     pos = torch.arange(T, dtype=i32, device=dev).expand(B, T)
     pos1 = pos + 1
+    row_t = torch.arange(0, B * T, T, dtype=i32, device=dev)[:, None]  # flat offsets of rows [B, T]
+    row_t1 = row_t + torch.arange(B, dtype=i32, device=dev)[:, None]  # and of rows [B, T + 1]
     kind32 = kind.int()
     lid = st.line_id
     ol = st.one_line[:, None]
@@ -209,7 +222,7 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     stmt_start = body & (shift_right(~body, True) | (shift_right(lid, -1) != lid))
     sf1 = _last(stmt_start, pos1).mul_(body)  # stmt_first + 1
     stmt_first = sf1 - 1
-    sf = (sf1 - body.int()).long()  # stmt_first clamped at 0, an index
+    sf = (sf1 - body.int()).add_(row_t)  # stmt_first clamped at 0, a flat index
 
     # math.NAME: the namespace token stands for the attribute; the dot and the name drop out
     dot = body & (kind == K["."])
@@ -224,11 +237,10 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     cls = _over(st.is_call, C_CALL, cls)
     cls = _over(dead, C_DEAD, cls)
     cls = _over(~body, C_WALL, cls)
-    cls64 = cls.long()
-    prefix = take(tab["prefix"], cls64)
-    binary = take(tab["binary"], cls64)
-    wall = take(tab["wall"], cls64)
-    aug = take(tab["aug"], cls64)
+    prefix = _lut(tab["prefix"], cls)
+    binary = _lut(tab["binary"], cls)
+    wall = _lut(tab["wall"], cls)
+    aug = _lut(tab["aug"], cls)
     call = cls == C_CALL
     group = cls == K["("]
     rpar = cls == K[")"]
@@ -242,8 +254,8 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     ifs = is_if.int()
     tern = (ifs - is_else.int()).cumsum(1, dtype=i32)
     base = (tern.sub_(ifs).sub_(rpar.int()).add_(st.depth.int())).mul_(S).mul_(~wall)
-    lbp = (base + take(tab["lb"], cls64)).clamp_(max=INF)
-    rbp = base.add_(take(tab["rb"], cls64)).clamp_(max=INF)
+    lbp = (base + _lut(tab["lb"], cls)).clamp_(max=INF)
+    rbp = base.add_(_lut(tab["rb"], cls)).clamp_(max=INF)
 
     L, R, at_l, at_r = nearest_smaller(rbp, lbp)
     # the parent is L where rbp(L) >= lbp(R) (with the fills: L where R = T, R where L = -1); its
@@ -262,15 +274,19 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     right_of = torch.full((B, T + 1), -1, dtype=i32, device=dev)
     left_of.scatter_(1, (R - T).mul_(has_parent & ~take_left).add_(T).long(), pos)
     right_of.scatter_(1, (L - T).mul_(has_parent & take_left).add_(T).long(), pos)
+    left_full, right_full = left_of, right_of
     left_of, right_of = left_of[:, :T], right_of[:, :T]
-    # values see through parentheses
+    # values see through parentheses: pointer jumping on flat indices
     grouped = group & (right_of >= 0)
-    vn = (right_of - pos).mul_(grouped).add_(pos).long()
+    vn_flat = (right_of - pos).mul_(grouped).add_(pos).add_(row_t).view(-1)
     for _ in range(max(1, (spec.MAX_NESTING + 1).bit_length())):
-        vn = vn.gather(1, vn)
+        vn_flat = vn_flat.index_select(0, vn_flat)
+    vn_flat = vn_flat.view(B, T)
+    vn32 = vn_flat - row_t
+    vn = vn32.long()
     vn_ext = torch.cat([torch.full_like(vn[:, :1], -1), vn], 1)  # value of token t at t + 1; -1 at 0
 
-    ntype = take(tab["nt"], cls64)
+    ntype = _lut(tab["nt"], cls)
     ntype = _over(ns & (ntype <= N_BOOL), N_ATTR, ntype)
     ntype = _over(grouped, N_GROUP, ntype)
     lo1 = left_of + 1
@@ -279,67 +295,68 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     callee_mask.scatter_(1, (callee1 - 1 - T).mul_(callee1 > 0).add_(T).long(), True)
     ntype = _over(callee_mask[:, :T] & (ntype != N_NONE), N_CALLEE, ntype)
     callee = callee1 - 1
-    attr = (attr.gather(1, callee.clamp(min=0).long()) - attr).mul_(call).add_(attr)
+    attr = (_pick(attr, callee.clamp(min=0).add_(row_t)) - attr).mul_(call).add_(attr)
     name_tok = (callee - pos).mul_(call).add_(pos)
     name_tok = (attr - name_tok).mul_(attr >= 0).add_(name_tok)
 
     # children (token + 1, 0 = none) -> their values, by one gather; ternary: the `if` node is left_of
-    lo_idx = left_of.clamp(min=0).long()
+    lo_c = left_of.clamp(min=0)
+    lo_full = lo_c + row_t1
     ro1 = right_of + 1
-    c0 = (right_of.gather(1, lo_idx) + 1).mul_(is_else).add_(ro1 * prefix).add_(lo1 * binary)
-    c1 = (left_of.gather(1, lo_idx) + 1).mul_(is_else).add_(ro1 * (binary | prefix))
+    c0 = (_pick(right_full, lo_full) + 1).mul_(is_else).add_(ro1 * prefix).add_(lo1 * binary)
+    c1 = (_pick(left_full, lo_full) + 1).mul_(is_else).add_(ro1 * (binary | prefix))
     c2 = ro1 * is_else
-    child = vn_ext.gather(1, torch.stack([c0, c1, c2], -1).view(B, 3 * T).long()).view(B, T, 3)
-    is_cmp = take(tab["cmp"], cls64)
-    chained = is_cmp & is_cmp.gather(1, lo_idx) & (left_of >= 0)
+    child = _pick(vn_ext, torch.stack([c0, c1, c2], -1).add_(row_t1[:, :, None]))
+    is_cmp = _lut(tab["cmp"], cls)
+    chained = is_cmp & _pick(is_cmp, lo_c.add_(row_t)) & (left_of >= 0)
 
     # call arguments: the roots hanging under the call's `(` or under its commas
-    par = parent_tok.clamp(min=0).long()
-    under_comma = comma.gather(1, par)
-    under_call = has_parent & ~comma & (call.gather(1, par) | under_comma)
+    par = parent_tok.clamp(min=0).add_(row_t)
+    under_comma = _pick(comma, par)
+    under_call = has_parent & ~comma & (_pick(call, par) | under_comma)
     enclosing = st.enclosing.int()
-    call_of = (enclosing.gather(1, par) - parent_tok).mul_(under_comma).add_(parent_tok)
+    call_of = (_pick(enclosing, par) - parent_tok).mul_(under_comma).add_(parent_tok)
     arg = under_call & (call_of >= 0) & (pos > call_of)
     # depth: the member intervals (L(j), R(j)) covering each node (subtrees are nested intervals)
     ends = torch.zeros((B, T + 1), dtype=i32, device=dev)
     one = member.int()
-    ends.scatter_add_(1, (L + 1 - T).mul_(member).add_(T).long(), one)
-    ends.scatter_add_(1, (R - T).mul_(member).add_(T).long(), one.neg())
+    ends.view(-1).index_add_(0, (L + 1 - T).mul_(member).add_(row_t1 + T).view(-1), one.view(-1))
+    ends.view(-1).index_add_(0, (R - T).mul_(member).add_(row_t1 + T).view(-1), one.neg().view(-1))
     depth = ends[:, :T].cumsum(1, dtype=i32).mul_(member)
     # rank = the call's own commas before the argument: a prefix sum of +1 per comma and, per `)`,
     # minus its bracket's own commas, so every bracket closed in between adds nothing
     n_commas = torch.zeros((B, T + 1), dtype=i32, device=dev)
     enc_ok = enclosing >= 0
-    n_commas.scatter_add_(1, (enclosing - T).mul_(comma & enc_ok).add_(T).long(), comma.int())
-    own = (comma.int() - n_commas.gather(1, enclosing.clamp(min=0).long()).mul_(rpar)).cumsum(1, dtype=i32)
-    rank = own - own.gather(1, call_of.clamp(min=0).long())
+    n_commas.view(-1).index_add_(0, (enclosing - T).mul_(comma & enc_ok).add_(row_t1 + T).view(-1),
+                                 comma.int().view(-1))
+    own = (comma.int() - _pick(n_commas, enclosing.clamp(min=0).add_(row_t1)).mul_(rpar)).cumsum(1, dtype=i32)
+    rank = own - _pick(own, call_of.clamp(min=0).add_(row_t))
     parent = torch.full((B, T + 1), -1, dtype=i32, device=dev)
     arg_rank = torch.zeros((B, T + 1), dtype=i32, device=dev)
-    vn32 = vn.int()
     arg_at = (vn32 - T).mul_(arg).add_(T).long()
     parent.scatter_(1, arg_at, (call_of + 1).mul_(arg).sub_(1))
     arg_rank.scatter_(1, arg_at, rank)
     n_args = torch.zeros((B, T + 1), dtype=i32, device=dev)
-    n_args.scatter_add_(1, (call_of - T).mul_(arg).add_(T).long(), arg.int())
+    n_args.view(-1).index_add_(0, (call_of - T).mul_(arg).add_(row_t1 + T).view(-1), arg.int().view(-1))
 
     node_start = L + 1
     node_end = (R - 1).clamp_(max=T - 1)
 
     # syntax: operands and operators alternate; `not`, `if`/`else` in their places
     p1 = shift_right(_last(live, pos1), 0)  # previous live token + 1
-    p_idx = (p1 - 1).clamp_(min=0).long()
-    same = (p1 > 0) & (stmt_first.gather(1, p_idx) == stmt_first)
+    p_idx = (p1 - 1).clamp_(min=0)
+    same = (p1 > 0) & (_pick(stmt_first, p_idx + row_t) == stmt_first)
     p_tok = (p1 * same).sub_(1)
-    p_cls = cls.gather(1, p_idx.mul_(same)).long()
-    p_end = same & take(tab["end"], p_cls)
-    bad = take(tab["starts"], cls64) & p_end
-    bad |= take(tab["after"], cls64) & ~p_end & ~(rpar & same & ((p_cls == K[","]) | take(tab["lpar"], p_cls)))
+    p_cls = _pick(cls, p_idx.mul_(same).add_(row_t))
+    p_end = same & _lut(tab["end"], p_cls)
+    bad = _lut(tab["starts"], cls) & p_end
+    bad |= _lut(tab["after"], cls) & ~p_end & ~(rpar & same & ((p_cls == K[","]) | _lut(tab["lpar"], p_cls)))
     bad |= ret & same
     # a live token is the last of its statement unless it is the previous token of a live one
     not_last = torch.zeros((B, T + 1), dtype=torch.bool, device=dev)
     not_last.scatter_(1, (p_tok - T).mul_(live & same).add_(T).long(), True)
-    bad |= live & ~not_last[:, :T] & ~take(tab["last_ok"], cls64)
-    bad |= (cls == K["not"]) & ~take(tab["not_ctx"], p_cls) & same
+    bad |= live & ~not_last[:, :T] & ~_lut(tab["last_ok"], cls)
+    bad |= (cls == K["not"]) & ~_lut(tab["not_ctx"], p_cls) & same
     # if/else alternate inside each bracket of a statement: sort them by (statement, bracket, position)
     ie = is_if | is_else
     group_key = sf1.mul(T + 1).add_(enclosing).sub_(T)  # stmt_first * (T + 1) + enclosing + 1
@@ -359,20 +376,20 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     in_pair.scatter_(1, order, pair | shift_right(pair, False))
     bad |= ie & ~in_pair
     # targets: the roots just left of `=` / `op=`
-    code = torch.cat([take(tab["assign_code"], kind), torch.zeros_like(pos[:, :1])], 1).gather(1, R.long())
+    code = _pick(torch.cat([_lut(tab["assign_code"], kind32), torch.zeros_like(pos[:, :1])], 1), R + row_t1)
     tgt = root & (code > 0)
-    bad |= tgt & ~take(tab["target_ok"], code.mul_(NT).add_(ntype.gather(1, vn)).long())
+    bad |= tgt & ~_lut(tab["target_ok"], code.mul_(NT).add_(_pick(ntype, vn_flat)))
     # statements: `return` first; `=` and `op=` do not mix; one `op=`
     # per-statement counts, at the statement's first token (the first of its tokens to be bad), of
     # targets and `=` (16-bit fields) and of `op=`
     first = body & (stmt_first == pos)
     counts = torch.zeros((B, T), dtype=i32, device=dev)
-    counts.scatter_add_(1, sf, tgt.int().add_(assign.int().bitwise_left_shift_(16)))
+    counts.view(-1).index_add_(0, sf.view(-1), tgt.int().add_(assign.int().bitwise_left_shift_(16)).view(-1))
     n_aug = torch.zeros((B, T), dtype=i32, device=dev)
-    n_aug.scatter_add_(1, sf, aug.int())
+    n_aug.view(-1).index_add_(0, sf.view(-1), aug.int().view(-1))
     n_asg, n_targets = counts >> 16, counts & 0xFFFF
     bad |= (n_aug > 0) & ((n_aug + n_asg) > 1)
-    bad |= (assign | aug) & ret.gather(1, sf)  # `return x = 1`
+    bad |= (assign | aug) & _pick(ret, sf)  # `return x = 1`
     last = (bad * torch.arange(T, 0, -1, dtype=i32, device=dev)).amax(1)  # T - first bad position
     syntax = torch.where(last > 0, T - last.long(), BIG)
 
@@ -380,7 +397,7 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     stmt_value = torch.full((B, T + 1), -1, dtype=torch.long, device=dev)
     stmt_value.scatter_(1, (sf1 - 1 - T).mul_(value_root).add_(T).long(), vn)
     kind_at = n_asg.clamp_(max=1).add_(n_aug.clamp_(max=1), alpha=2).add_(ret.int(), alpha=4).add_(first.int(), alpha=8)
-    stmt_kind = take(tab["stmt_kind"], kind_at.long())
+    stmt_kind = _lut(tab["stmt_kind"], kind_at)
     stmt_aug = torch.full((B, T + 1), -1, dtype=i32, device=dev)
     stmt_aug.scatter_(1, (sf1 - 1 - T).mul_(aug).add_(T).long(), pos)
     target_of = sf1.mul(tgt).sub_(1)
