@@ -30,9 +30,11 @@ _NUMBER_CODES = {"n_zero1": 1 << _Q_DIG, "n_zero": 1 << _Q_DIG, "n_lz": 1 << _Q_
                  "n_frac": (1 << _Q_DIG) + (1 << _Q_FRAC), "n_exp_dig": (1 << _Q_DIG) + (1 << _Q_EXP),
                  "n_hex_pfx": 1 << _Q_PREFIX, "n_oct_pfx": 1 << _Q_PREFIX, "n_bin_pfx": 1 << _Q_PREFIX}
 _BAD_ESCAPES = set(b"xuUN")
-# per-byte facts, one int16 per transition: flags in bits 0-7, the byte's digit value in 8-11, and the
-# paren depth change as a signed 2-bit field in bits 14-15 (so `facts >> 14` is it)
-F_START, F_BOUNDARY, F_ERR, F_ESC, F_NL, F_LF, F_DIGIT, F_NUMBER = (1 << k for k in range(8))
+# per-byte facts, one int16 per transition: flags in bits 0-7 (placed so that `facts & F_DIGIT` sums to
+# a count and the others scaled by their bit fit an int32), the byte's digit value in bits 8-11, and
+# the paren depth change as a signed 2-bit field in bits 14-15 (so `facts >> 14` is it)
+F_DIGIT, F_BOUNDARY, F_ERR, F_ESC, F_START, F_NL, F_LF, F_NUMBER = (1 << k for k in range(8))
+assert F_LF == 1 << 6
 # the normalised input as packed int64 words: byte (bits 0-8, EOF 256), class * S (9-21), class * C * S (22-40)
 _X_CS, _X_CCS = 9, 22
 
@@ -111,12 +113,13 @@ def _tables(device):
         t = _build_tables()
         out = {"C": t.pop("C"), "eof": t.pop("eof")}
         for k, v in t.items():
-            out[k] = torch.tensor(v, dtype=torch.int16 if k == "facts" else torch.int64, device=device)
+            dtype = torch.int16 if k == "facts" else torch.int32 if k == "token_kind" else torch.int64
+            out[k] = torch.tensor(v, dtype=dtype, device=device)
         # the mask of a key's bytes by length (9: longer than 8 bytes, the key is -1)
         out["byte_mask"] = torch.tensor([(1 << 8 * k) - 1 for k in range(8)] + [-1, 0], device=device)
         out["prefix_bad"] = torch.tensor([_string_prefix_bad(u) for u in range(1 << 16)], device=device)
-        # a digit's weight 10^k by (k << 4 | digit), k clamped to 19 (weight 0: its token is too long anyway)
-        out["term"] = torch.tensor([d * 10 ** k if k < 19 and d < 10 else 0 for k in range(20) for d in range(16)],
+        # a digit's weight 10^k by (digit << 8 | k), k modulo 32 (a number with 19 digits or more is the host's)
+        out["term"] = torch.tensor([d * 10 ** k if k < 19 and d < 10 else 0 for d in range(16) for k in range(256)],
                                    device=device)
         # by 2 * exponent digits + minus, up to 9 (at 10 and over the literal is the host's anyway)
         out["exp_scale"] = torch.tensor([10 ** (k >> 1) for k in range(10)] + [1], device=device)
@@ -144,15 +147,15 @@ def _words(b: torch.Tensor) -> torch.Tensor:
 
 
 class _First:
-    """[B] index of the first True per row of [B, L] masks, or BIG: the row maximum of mask * (L - i)
-    in int16 (argmax over a bool row is slow on a CPU)."""
+    """[B] index of the first nonzero per row of [B, L] masks (bool, or facts & a flag), or BIG: the
+    row maximum of mask * (L - i) in int32 (argmax over a bool row is slow on a CPU)."""
 
     def __init__(self, L: int, device):
         self.L = L
-        self.countdown = torch.arange(L, 0, -1, dtype=torch.int16, device=device)
+        self.countdown = torch.arange(L, 0, -1, dtype=torch.int32, device=device)
 
-    def __call__(self, mask: torch.Tensor) -> torch.Tensor:
-        left = (mask * self.countdown).amax(1).long()
+    def __call__(self, mask: torch.Tensor, flag: int = 1) -> torch.Tensor:
+        left = (mask * self.countdown).amax(1).long() // flag
         return torch.where(left > 0, self.L - left, BIG)
 
 
@@ -235,25 +238,25 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     first = _First(L, dev)
 
     # the stretch from each boundary to the next (a token, or a byte outside tokens) by the boundary's
-    # count: its end and the number digits up to there, an amax of (i + 1, digits through i) over it
+    # count: its end and the number digits up to there, an amax of (i + 1) << 14 | digits through i
     n_bound = fact(F_BOUNDARY).cumsum(1, dtype=torch.int32).long()
-    digits = fact(F_DIGIT).cumsum(1, dtype=torch.int32)
+    digits = (facts & F_DIGIT).cumsum(1, dtype=torch.int32)
     stretch = torch.zeros((B, L + 1), dtype=torch.int32, device=dev)
-    stretch.scatter_reduce_(1, n_bound, (pos1 << 11) | (digits & _M11), "amax")
+    stretch.scatter_reduce_(1, n_bound, digits + (pos1 << 14), "amax")
     at_end = stretch.gather(1, n_bound)  # per byte: the end of its token, the digits through it
-    end_pos = at_end >> 11
+    end_pos = at_end >> 14
 
     # lexical errors: the DFA's (a sink, so at most one), escapes in non-raw strings, unmatched ')'
-    det_dfa = first(fact(F_ERR))
+    det_dfa = first(facts & F_ERR, F_ERR)
     at = det_dfa.clamp(max=L - 1)[:, None]
     flags = t["flags"][trans.gather(1, at)[:, 0]]
     code_dfa, where_dfa = (flags >> 1) & 15, flags >> 5
     q = (det_dfa - 1).clamp(0, L - 1)[:, None]
     # inside a token: its start is where the stretch before its own ends
-    tok_start_at = (stretch.gather(1, n_bound.gather(1, q) - 1)[:, 0] >> 11).long()
+    tok_start_at = (stretch.gather(1, n_bound.gather(1, q) - 1)[:, 0] >> 14).long()
     rep_dfa = torch.where(where_dfa == dfa.AT_PREV, det_dfa - 1,
                           torch.where(where_dfa == dfa.AT_TOKEN, tok_start_at, det_dfa))
-    det_esc = first(fact(F_ESC))  # at the byte after the backslash
+    det_esc = first(facts & F_ESC, F_ESC)  # at the byte after the backslash
     det_esc = torch.where(det_esc < BIG, det_esc - 1, BIG)
     delta = facts >> 14
     depth = delta.cumsum(1, dtype=torch.int32)
@@ -273,8 +276,8 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     unfinished = t["kind"][trans.gather(1, (det_dfa - 1).clamp(0, L - 1)[:, None])[:, 0]] == 0
     last_end = (limit - ((det_dfa == limit) & unfinished).long()).clamp(max=L + 1).int()[:, None]
     kept = fact(F_START) & (end_pos <= last_end)
-    eof = (pos == lengths.int()[:, None]) & ~has_error[:, None]
-    cand = (fact(F_NL) & (pos < limit.clamp(max=L + 1).int()[:, None]) & (depth == delta)) | eof
+    cand = fact(F_NL) & (pos < limit.clamp(max=L + 1).int()[:, None]) & (depth == delta)
+    cand.scatter_(1, lengths[:, None], ~has_error[:, None])  # the end of the file (the EOF byte is no F_NL)
     # a candidate is a NEWLINE when the last kept token or candidate before it is a token: the
     # running maximum of 2 (i + 1) + kept over both
     mark = (kept | cand) * (pos1.short() * 2) + kept
@@ -283,8 +286,8 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     newline[:, 0] = False
     newline[:, 1:] &= (last[:, :-1] & 1).bool()
     selected = kept | newline
-    # the last bytes of kept number tokens, for _numbers
-    number_end = fact(F_NUMBER) & (end_pos == pos1) & (pos1 <= last_end)
+    # the last bytes of number tokens, for _numbers
+    number_end = fact(F_NUMBER) & (end_pos == pos1)
 
     # compaction to [B, T]: the one scalar read inside the pipeline sizes the token arrays to the
     # longest program's token count instead of its byte count (about 4x smaller), and the number list
@@ -301,39 +304,37 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     truncated = total > T  # over the limits anyway; the end-of-file rules must not fire
     valid = torch.arange(T, device=dev) < count[:, None]
     tok_end = end_pos.gather(1, tok_start).long() * valid  # a NEWLINE's byte is a stretch of its own
-    tok_kind = _look(t["token_kind"], trans.gather(1, (tok_end - 1).clamp_(min=0))) * valid
+    kind = _look(t["token_kind"], trans.gather(1, (tok_end - 1).clamp_(min=0))) * valid  # int32
 
     # counts over [0, i): characters, newlines, number fields
     counts = torch.zeros((B, L + 1), dtype=torch.int64, device=dev)
     torch.cumsum(_look(t["q"], trans_all)[:, :L], 1, out=counts[:, 1:])
-    lf = fact(F_LF)
-    line_at = torch.empty((B, L + 1), dtype=torch.int32, device=dev)  # line k + 1 starts at line_at[k]
-    line_at.scatter_(1, (lf.cumsum(1, dtype=torch.int32) * lf).long(), pos1.expand(B, L))
-    line_at[:, 0] = 0  # (the other bytes' slot)
+    # where the line of each byte starts (times F_LF): a running maximum of i * F_LF after each LF
+    line_at = torch.zeros((B, L), dtype=torch.int32, device=dev)
+    torch.mul(facts[:, :-1] & F_LF, pos1[:-1], out=line_at[:, 1:])
+    line_at = line_at.cummax(1).values
 
-    def place(p):  # (line, col, line start) of byte positions p
+    def place(p, one):  # (line, col, line start) of byte positions p; 0, 0, 0 at p = 0 with one = 0
         z = counts.gather(1, p)
-        nl = (z >> _Q_NL) & _M14
-        ls = line_at.gather(1, nl).long()
-        return nl + 1, ((z - counts.gather(1, ls)) & _M14) + 1, ls
+        ls = (line_at.gather(1, p) >> 6).long()  # / F_LF
+        return ((z >> _Q_NL) & _M14) + one, ((z - counts.gather(1, ls)) & _M14) + one, ls
 
-    valid64 = valid.long()
-    tok_line, tok_col, tok_line_start = (v * valid64 for v in place(tok_start))
-    lex_line, lex_col, _ = (v[:, 0] for v in place(rep.clamp(0, L - 1)[:, None]))
+    tok_line, tok_col, tok_line_start = place(tok_start, valid.long())  # padding starts at 0
+    lex_line, lex_col, _ = (v[:, 0] for v in place(rep.clamp(0, L - 1)[:, None], 1))
 
     # names: packed key (keyword and builtin lookups) and a hash of the full text (identity)
     length = tok_end - tok_start
-    n8 = (L + 7) // 8
-    head = _words(b).gather(1, ((start32 & 7) * n8 + (start32 >> 3)).long())  # bytes start..start+7
+    head = _words(b).gather(1, ((start32 & 7) * ((L + 7) // 8) + (start32 >> 3)).long())  # bytes start..start+7
     key = (head & _look(t["byte_mask"], length.clamp(max=9))) | ((8 - length) >> 63)
     prefix = hash_prefix(b)
     tok_hash = _span_hash(prefix, tok_start, tok_end)
-    is_kw, kw = _keyword_match(key)
-    tok_kind = tok_kind + (kw - spec.TOK["name"]) * (is_kw & (kw != 0) & (tok_kind == spec.TOK["name"]))
+    is_kw, kw_delta = _keyword_delta(key)
+    kind += kw_delta * (is_kw & (kind == spec.TOK["name"]))
+    tok_kind = kind.long()
 
-    prefix_bad = (tok_kind == spec.TOK["string"]) & _look(t["prefix_bad"], head & 0xFFFF)
+    prefix_bad = (kind == spec.TOK["string"]) & _look(t["prefix_bad"], head & 0xFFFF)
     value, slow = _numbers(t, facts, digits, at_end, counts, prefix.shape[1] - 1, number_end, n_num, NT, n_sel,
-                           tok_start, T)
+                           tok_start, T, last_end)
     return Tokens(tok_kind, tok_start, tok_end, tok_line, tok_col, tok_line_start, key, tok_hash, value, slow, prefix_bad,
                   count, truncated, code, lex_line, lex_col, b, lengths, prefix)
 
@@ -350,6 +351,7 @@ _KEYWORD_KINDS = [spec.TOK[w] for w in spec.KEYWORDS] + [spec.TOK["bad-keyword"]
 
 
 _KEYWORD_SLOTS: dict = {}
+_KEYWORD_DELTA: dict = {}
 
 
 def _keyword_slots(device):
@@ -370,6 +372,15 @@ def _keyword_match(key: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     mult, slot_key, slot_kind = _keyword_slots(key.device)
     slot = ((key * mult) >> 54) & 1023
     return _look(slot_key, slot) == key, _look(slot_kind, slot)
+
+
+def _keyword_delta(key: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(key is a keyword's, that keyword's kind - the name kind, or 0) per token, the second int32."""
+    mult, slot_key, slot_kind = _keyword_slots(key.device)
+    if slot_kind.device not in _KEYWORD_DELTA:
+        _KEYWORD_DELTA[slot_kind.device] = torch.where(slot_kind != 0, slot_kind - spec.TOK["name"], 0).int()
+    slot = ((key * mult) >> 54) & 1023
+    return _look(slot_key, slot) == key, _look(_KEYWORD_DELTA[slot_kind.device], slot)
 
 
 def keyword_kinds(key: torch.Tensor) -> torch.Tensor:
@@ -422,7 +433,7 @@ def span_hash(prefix: torch.Tensor, start: torch.Tensor, end: torch.Tensor) -> t
     return _span_hash(prefix, start.clamp(0, L), end.clamp(0, L))
 
 
-def _numbers(t, facts, digits, at_end, counts, L, number_end, n_num, NT, n_sel, tok_start, T):
+def _numbers(t, facts, digits, at_end, counts, L, number_end, n_num, NT, n_sel, tok_start, T, last_end):
     """Exact float64 values of decimal literals on the device (Clinger's fast path: an integer
     mantissa below 2^53 scaled by 10^k with |k| <= 22 is one correctly rounded operation); other
     literals (hex/octal/binary, more than 18 digits, big exponents) are flagged for the host.
@@ -438,15 +449,15 @@ def _numbers(t, facts, digits, at_end, counts, L, number_end, n_num, NT, n_sel, 
     a tenth of the tokens), and the results go to their tokens' slots."""
     B = facts.shape[0]
     dev = facts.device
-    after = ((at_end - digits) & _M11).clamp_(max=19)  # digits after each byte in its token
-    term = _look(t["term"], (after << 4) | ((facts >> 8) & 15))
+    # by the digit value and the digits after each byte in its token (modulo 32)
+    term = _look(t["term"], ((at_end - digits) & 31) | (facts & 0xF00))
     weighted = torch.zeros_like(counts)
     torch.cumsum(term, 1, out=weighted[:, 1:])
 
     last = torch.zeros((B, NT + 1), dtype=torch.int32, device=dev)
     last.scatter_(1, (n_num * number_end).long(), torch.arange(L, dtype=torch.int32, device=dev).expand(B, L))
     last = last[:, 1:].long()
-    listed = torch.arange(NT, device=dev) < n_num[:, -1:]
+    listed = (torch.arange(NT, device=dev) < n_num[:, -1:]) & (last < last_end)  # kept tokens only
     tok = n_sel.gather(1, last).long() - 1  # the number's token
     tok = torch.where(listed & (tok < T), tok, T)  # others to a discarded slot
     start, end = tok_start.gather(1, tok.clamp(max=T - 1)), last + 1
