@@ -18,6 +18,11 @@ Statements are split by walls (`=`, `op=`, `return`, NEWLINE) whose binding powe
                                      b:inf  +:(88,89)  c:inf  ):(62,inf)
     tree: = | * ( - (a) , ( ( + (b, c) ) )
 
+Everything inside is int32 (binding powers, positions, counts; INF = 2^30), gathers and
+scatter-adds go through flat int32 indices (index_select / index_add_, no int64 index copies), and
+integer selects are arithmetic (a CPU `where` over a full mask is not vectorised); the Tree's fields
+are converted to their int64 dtypes at the end.
+
 Validity is local (Python's expression grammar on these tokens is an operator-precedence grammar):
 operands and operators must alternate, `not` may only start an operand of and/or/not, a ternary
 part or a statement value, and `if`/`else` must pair up inside each bracket. The first bad token
@@ -215,9 +220,9 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     kind32 = kind.int()
     lid = st.line_id
     ol = st.one_line[:, None]
-    hc = st.header_colon[:, None]
+    hc = st.header_colon[:, None].int()
     after = lid >= 1  # line ids are >= 0 at valid tokens
-    body = st.valid & (kind != K["newline"]) & ~st.docstring & torch.where(ol, ~after & (positions(kind) > hc), after)
+    body = st.valid & (kind != K["newline"]) & ~st.docstring & ((ol & ~after & (pos > hc)) | (~ol & after))
     body &= ok[:, None]
     stmt_start = body & (shift_right(~body, True) | (shift_right(lid, -1) != lid))
     sf1 = _last(stmt_start, pos1).mul_(body)  # stmt_first + 1
