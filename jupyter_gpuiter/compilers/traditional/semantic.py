@@ -79,6 +79,7 @@ def _rank(message: str, priority: int) -> int:
     return ((priority + 1) << 7) + _cm(message)
 
 
+assert len(MESSAGES) <= 16 and all(KIND_CODES[k] < 8 for k, _ in MESSAGES)  # 7-bit codes and messages
 # uint8 codes of the rules that share a place and priority: larger is first, 0 is none
 _TOKEN_RULES = {"duplicate parameter": 0, "code after return is never run": 0,
                 "chained assignment: assign one name at a time": 1, "return needs a value": 1,
@@ -153,6 +154,7 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     kind = tk.kind.to(u8)
     dev = kind.device
     B, T = kind.shape
+    assert T < 4096  # (2 * spec.MAX_TOKENS + 2) for 13-bit times and 12-bit places and priorities
     pos = torch.arange(T, dtype=i32, device=dev)  # [T], broadcast over the rows
     pos64 = torch.arange(T, device=dev)
     countdown = T - pos  # (mask * countdown).amax(1): T - the first masked position, 0 if none
@@ -164,10 +166,10 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     # Errors. Every error of this pass is at a token, and tokens' (line, col) grow with their
     # position, so the first error is the least (place, priority, kind code, message) with place =
     # position + 1 (0 for padding, at line 0 col 0): an int32 rank place << 19 | (priority + 1) << 7
-    # | code << 4 | message - MSG_BASE (place <= T + 1 < 2^12, priority < T + 4 < 2^12). Ranks are
+    # | code << 4 | message - MSG_BASE (place <= T < 2^12, priority <= depth + 3 < 2^12). Ranks are
     # kept inverted, K0 - rank, so that errors meet in a running maximum where 0 is none; one row
     # maximum at the end. Rules of one place and priority set uint8 codes (larger first).
-    inv_place = K0 - (((pos + 1) * valid) << 19)
+    inv_place = ((pos + 1) * valid).bitwise_left_shift_(19).neg_().add_(K0)
     token_code = torch.zeros((B, T), dtype=u8, device=dev)
     expr_code = torch.zeros((B, T), dtype=u8, device=dev)
 
@@ -206,8 +208,8 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     # (time 2p), parameters (2p + 1), assignment and aug targets (2 * end + 1); times < 2^13. Other
     # tokens sort last.
     is_param = inside & is_name & (st.enclosing == ho[:, None])
-    param_index = is_param.cumsum(1, dtype=i32) - 1
-    n_params = param_index[:, -1].long() + 1
+    n_before = is_param.cumsum(1, dtype=i32)  # parameters up to each token: a parameter's index + 1
+    n_params = n_before[:, -1].long()
     nl_at = (nl * (pos - T)).add_(T)
     stmt_end = torch.minimum(shift_left(nl_at, T).flip(1).cummin(1).values.flip(1), count[:, None])  # its NEWLINE
     sf = tr.stmt_first.clamp(min=0)
@@ -215,7 +217,7 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     stmt_kind = tr.stmt_kind.to(u8)
     skind = stmt_kind.gather(1, sf)
     is_target = tr.target_of >= 0  # target atoms (at the atom's token)
-    tnode = _marks(is_target, tr.stmt_targets)
+    tnode = _marks(is_target, tr.stmt_targets)  # their value nodes (through parentheses)
     name_node = body & _is(ntype, N_NAME)
     calls = body & _is(ntype, N_CALL)
     plain_call = calls & (tr.attr < 0)
@@ -259,7 +261,7 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     for _ in range(max(1, (T // 3).bit_length())):
         nxt, spare = torch.gather(nxt, 1, nxt, out=spare), nxt
     # sources: the chain's end; parameters as T + index
-    source = (_sel(is_param, T + 1 + param_index, pos + 1).gather(1, nxt).mul_(has_src) - 1).long()
+    source = _sel(is_param, n_before.add_(T), pos + 1).gather(1, nxt).mul_(has_src).sub_(1).long()
 
     # builtins and constants
     name_key = tk.key.gather(1, tr.name_tok.clamp(0, T - 1))
@@ -299,12 +301,14 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     end_bad = ~last_is_ret[:, 0] & (count > 0)
 
     # the first error: the families' inverted ranks
-    ns_inv = inv_place.gather(1, tr.node_start)
+    ns_inv = inv_place.gather(1, tr.node_start)  # expression errors are at the node's first token
     expr_inv = ns_inv - tr.depth.to(i32, copy=True).bitwise_left_shift_(7).add_((4 << 7) + 128)  # priority 3 + depth
-    best = torch.maximum(_decode(inv_place - _TOKEN_TOP, token_code), _decode(expr_inv, expr_code))
-    best = torch.maximum(best, (inv_place - _rank("name is not defined", 4)).mul_(aug_target & ~bound))
-    bad_target = tnode & ~name_node  # at the target node's first token, like the serial compiler
-    best = torch.maximum(best, (ns_inv - _rank("can only assign to a plain name", 1)).mul_(bad_target))
+    best = _decode(inv_place - _TOKEN_TOP, token_code)
+    torch.maximum(best, _decode(expr_inv, expr_code), out=best)
+    # an unbound aug target at itself, as an expression at depth 1
+    torch.maximum(best, (inv_place - _rank("name is not defined", 4)).mul_(aug_target & ~bound), out=best)
+    bad_target = tnode & ~name_node  # target nodes (one per target atom) that are not plain names
+    torch.maximum(best, (ns_inv - _rank("can only assign to a plain name", 1)).mul_(bad_target), out=best)
     inv_end = inv_place.gather(1, last_stmt)[:, 0] - _rank("the function must end with `return <expr>`", 2)
     top = torch.maximum(best.amax(1), inv_end * end_bad)
 
