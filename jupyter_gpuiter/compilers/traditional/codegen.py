@@ -176,12 +176,11 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics):
     r = tr.arg_rank.int()
     is_arg = p >= 0
     fold = is_arg & variadic.gather(1, pc) & (r >= 2)
-    s = base.gather(1, pc)
-    s = torch.where(fold, s + r - 1, s).clamp_(0, N)
+    fold32 = fold.int()  # (int32 arithmetic with a bool tensor goes through a slow casting loop)
+    s = (base.gather(1, pc) + (r - 1) * fold32).clamp_(0, N)
     at = s * 3 + torch.arange(0, B * N * 3, N * 3, dtype=I32, device=dev)[:, None]
     off = s >= N
-    field = torch.where(fold, 1, r.clamp(0, 2))
-    flat.scatter_(0, torch.where(~is_arg | off, spare, at + field).view(-1).long(), reg.view(-1))
+    flat.scatter_(0, torch.where(~is_arg | off, spare, at + r.clamp(0, 2) - fold32).view(-1).long(), reg.view(-1))
     flat.scatter_(0, torch.where(fold & ~off, at, spare).view(-1).long(), (s - 1).view(-1))
     lengths = P + (ends[:, NP + T] - ends[:, NP - 1]).long()  # parameters, instructions, the return
     return ops, flat[:spare].view(B, N, 3), imm, imm_token, lengths
