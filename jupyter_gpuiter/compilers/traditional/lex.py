@@ -30,13 +30,14 @@ _NUMBER_CODES = {"n_zero1": 1 << _Q_DIG, "n_zero": 1 << _Q_DIG, "n_lz": 1 << _Q_
                  "n_frac": (1 << _Q_DIG) + (1 << _Q_FRAC), "n_exp_dig": (1 << _Q_DIG) + (1 << _Q_EXP),
                  "n_hex_pfx": 1 << _Q_PREFIX, "n_oct_pfx": 1 << _Q_PREFIX, "n_bin_pfx": 1 << _Q_PREFIX}
 _BAD_ESCAPES = set(b"xuUN")
-# per-byte facts, one int16 per transition: flags in bits 0-7 (placed so that `facts & F_DIGIT` sums to
+# per-byte facts, one int16 per transition: flags in bits 0-6 (placed so that `facts & F_DIGIT` sums to
 # a count and the others scaled by their bit fit an int32), the byte's digit value in bits 8-11, and
 # the paren depth change as a signed 2-bit field in bits 14-15 (so `facts >> 14` is it)
-F_DIGIT, F_BOUNDARY, F_ERR, F_ESC, F_START, F_NL, F_LF, F_NUMBER = (1 << k for k in range(8))
+F_DIGIT, F_BOUNDARY, F_ERR, F_ESC, F_START, F_NL, F_LF = (1 << k for k in range(7))
 assert F_LF == 1 << 6
-# the normalised input as packed int64 words: byte (bits 0-8, EOF 256), class * S (9-21), class * C * S (22-40)
-_X_CS, _X_CCS = 9, 22
+# the normalised input as packed int64 words: byte (bits 0-8, EOF 256), class * S (9-21), and in the high
+# int32 half class * C * S (bits 32-50), so that the DFA reads both halves as int32 views
+_X_CS, _X_CCS = 9, 32
 
 
 def _build_tables() -> dict:
@@ -53,7 +54,6 @@ def _build_tables() -> dict:
                 for s in dfa.STATES]
     esc = {dfa.STATE[s] for s in dfa.ESCAPE_STATES}
     number = {dfa.STATE[s]: v for s, v in _NUMBER_CODES.items()}
-    accepting = {dfa.STATE[s] for s in dfa.NUMBER_ACCEPTING}
     paren = {dfa.STATE["op:("]: 1, dfa.STATE["op:)"]: -1}
     # the kind of a token ending in each state; NEWLINE tokens are the single bytes that leave the DFA
     # in `nl` (or `eof`) outside parens
@@ -80,7 +80,7 @@ def _build_tables() -> dict:
         for n, f, bad, num in col:
             start = bool(f & 1)
             v = (F_START * start | F_BOUNDARY * (start or not in_token[n]) | F_ERR * (f >> 1 & 15 != 0) | F_ESC * bad
-                 | F_NL * (n == dfa.STATE["nl"]) | F_LF * lf | F_DIGIT * (num >> _Q_DIG & 1) | F_NUMBER * (n in accepting)
+                 | F_NL * (n == dfa.STATE["nl"]) | F_LF * lf | F_DIGIT * (num >> _Q_DIG & 1)
                  | digit << 8 | ((paren.get(n, 0) if start else 0) & 3) << 14)
             per["next"].append(n)
             per["flags"].append(f)
@@ -113,7 +113,7 @@ def _tables(device):
         t = _build_tables()
         out = {"C": t.pop("C"), "eof": t.pop("eof")}
         for k, v in t.items():
-            dtype = torch.int16 if k == "facts" else torch.int32 if k == "token_kind" else torch.int64
+            dtype = torch.int16 if k == "facts" else torch.int32 if k in ("token_kind", "next", "pair") else torch.int64
             out[k] = torch.tensor(v, dtype=dtype, device=device)
         # the mask of a key's bytes by length (9: longer than 8 bytes, the key is -1)
         out["byte_mask"] = torch.tensor([(1 << 8 * k) - 1 for k in range(8)] + [-1, 0], device=device)
@@ -200,25 +200,27 @@ def normalize_newlines(data: torch.Tensor, lengths: torch.Tensor, width: int):
 
 
 def _run_dfa(x: torch.Tensor, t: dict) -> torch.Tensor:
-    """The transition index (byte class * S + previous state) at each position of packed x [B, L], L even.
+    """The transition index (byte class * S + previous state, int32) at each position of packed x [B, L],
+    L even.
 
     A scan over byte pairs, each step one add and one lookup in the two-byte table over the batch;
     the states after even positions then follow in one lookup."""
-    B = x.shape[0]
-    offset = (x >> _X_CS) & 8191
+    B, L = x.shape
+    halves = x.view(torch.int32)
+    offset = halves[:, 0::2] >> _X_CS  # class * S
     even, odd = offset[:, 0::2], offset[:, 1::2]
-    pair = (x[:, 0::2] >> _X_CCS) + odd  # (class pair) * S
-    after = torch.empty_like(pair)  # states after each odd position
-    idx = torch.empty(B, dtype=torch.int64, device=x.device)
-    state = torch.zeros(B, dtype=torch.int64, device=x.device)
+    pair = halves[:, 1::4] + odd  # (class pair) * S: the high half at even positions
+    after = torch.empty((B, L // 2), dtype=torch.int32, device=x.device)  # states after each odd position
+    idx = torch.empty(B, dtype=torch.int32, device=x.device)
+    state = torch.zeros(B, dtype=torch.int32, device=x.device)
     for p, a in zip(pair.unbind(1), after.unbind(1)):
         torch.add(p, state, out=idx)
         torch.index_select(t["pair"], 0, idx, out=a)
         state = a
-    out = torch.empty_like(offset)
+    out = torch.empty((B, L), dtype=torch.int32, device=x.device)
     out[:, 0] = even[:, 0]
     torch.add(even[:, 1:], after[:, :-1], out=out[:, 2::2])
-    torch.add(odd, take(t["next"], out[:, 0::2]), out=out[:, 1::2])
+    torch.add(odd, _look(t["next"], out[:, 0::2].contiguous()), out=out[:, 1::2])
     return out
 
 
@@ -286,15 +288,12 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     newline[:, 0] = False
     newline[:, 1:] &= (last[:, :-1] & 1).bool()
     selected = kept | newline
-    # the last bytes of number tokens, for _numbers
-    number_end = fact(F_NUMBER) & (end_pos == pos1)
 
     # compaction to [B, T]: the one scalar read inside the pipeline sizes the token arrays to the
     # longest program's token count instead of its byte count (about 4x smaller), and the number list
     n_sel = selected.cumsum(1, dtype=torch.int32)
-    n_num = number_end.cumsum(1, dtype=torch.int32)
     total = n_sel[:, -1].long()
-    T, NT = torch.stack([total.max(), n_num[:, -1].max().long()]).tolist()
+    T, NT = torch.stack([total.max(), digits[:, -1].max().long()]).tolist()  # a number has a digit
     T, NT = max(1, min(T, max_tokens)), max(1, NT)
     slots = torch.zeros((B, T + 2), dtype=torch.int32, device=dev)
     slots.scatter_(1, (n_sel * selected).clamp_(max=T + 1).long(), pos.expand(B, L))  # slot 0 and T + 1 discard
@@ -333,8 +332,7 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     tok_kind = kind.long()
 
     prefix_bad = (kind == spec.TOK["string"]) & _look(t["prefix_bad"], head & 0xFFFF)
-    value, slow = _numbers(t, facts, digits, at_end, counts, prefix.shape[1] - 1, number_end, n_num, NT, n_sel,
-                           tok_start, T, last_end)
+    value, slow = _numbers(t, facts, digits, at_end, counts, kind == spec.TOK["number"], NT, tok_start, tok_end)
     return Tokens(tok_kind, tok_start, tok_end, tok_line, tok_col, tok_line_start, key, tok_hash, value, slow, prefix_bad,
                   count, truncated, code, lex_line, lex_col, b, lengths, prefix)
 
@@ -433,7 +431,7 @@ def span_hash(prefix: torch.Tensor, start: torch.Tensor, end: torch.Tensor) -> t
     return _span_hash(prefix, start.clamp(0, L), end.clamp(0, L))
 
 
-def _numbers(t, facts, digits, at_end, counts, L, number_end, n_num, NT, n_sel, tok_start, T, last_end):
+def _numbers(t, facts, digits, at_end, counts, is_number, NT, tok_start, tok_end):
     """Exact float64 values of decimal literals on the device (Clinger's fast path: an integer
     mantissa below 2^53 scaled by 10^k with |k| <= 22 is one correctly rounded operation); other
     literals (hex/octal/binary, more than 18 digits, big exponents) are flagged for the host.
@@ -445,8 +443,8 @@ def _numbers(t, facts, digits, at_end, counts, L, number_end, n_num, NT, n_sel, 
     as an integer (mantissa * 10^n_exp + exponent); int64 arithmetic wraps, so the differences of
     prefix sums at token ends stay exact. The packed fields hold tokens shorter than 2,048 bytes; a
     longer number has more than 18 digits, or a base prefix, so it is the host's anyway. The rest
-    works on the number tokens alone, listed by their last bytes (NT of them at most in a row, about
-    a tenth of the tokens), and the results go to their tokens' slots."""
+    works on the number tokens alone, listed in [B, NT] (NT bounds the number digits of a row, a
+    small part of the tokens), and the results go to their tokens' slots."""
     B = facts.shape[0]
     dev = facts.device
     # by the digit value and the digits after each byte in its token (modulo 32)
@@ -454,13 +452,13 @@ def _numbers(t, facts, digits, at_end, counts, L, number_end, n_num, NT, n_sel, 
     weighted = torch.zeros_like(counts)
     torch.cumsum(term, 1, out=weighted[:, 1:])
 
-    last = torch.zeros((B, NT + 1), dtype=torch.int32, device=dev)
-    last.scatter_(1, (n_num * number_end).long(), torch.arange(L, dtype=torch.int32, device=dev).expand(B, L))
-    last = last[:, 1:].long()
-    listed = (torch.arange(NT, device=dev) < n_num[:, -1:]) & (last < last_end)  # kept tokens only
-    tok = n_sel.gather(1, last).long() - 1  # the number's token
-    tok = torch.where(listed & (tok < T), tok, T)  # others to a discarded slot
-    start, end = tok_start.gather(1, tok.clamp(max=T - 1)), last + 1
+    T = is_number.shape[1]
+    n_num = is_number.cumsum(1, dtype=torch.int32)
+    listed = torch.zeros((B, NT + 1), dtype=torch.int32, device=dev)
+    listed.scatter_(1, (n_num * is_number).long(), torch.arange(T, dtype=torch.int32, device=dev).expand(B, T))
+    tok = listed[:, 1:].long()
+    tok = torch.where(torch.arange(NT, device=dev) < n_num[:, -1:], tok, T)  # padding to a discarded slot
+    start, end = tok_start.gather(1, tok.clamp(max=T - 1)), tok_end.gather(1, tok.clamp(max=T - 1))
 
     c = counts.gather(1, end) - counts.gather(1, start)
     v = weighted.gather(1, end) - weighted.gather(1, start)
