@@ -132,6 +132,10 @@ def _is(x8: torch.Tensor, value: int) -> torch.Tensor:
 
 def _marks(mask: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     """[B, T] bool, True at idx[b, i] for the masked i (each place marked by at most one masked i)."""
+    if mask.is_cuda:  # bool scatters to a spare column there
+        B, T = mask.shape
+        out = torch.zeros((B, T + 1), dtype=torch.bool, device=mask.device)
+        return out.scatter_(1, torch.where(mask, idx, T), True)[:, :T]
     out = torch.zeros(mask.shape, dtype=u8, device=mask.device)
     return out.scatter_add_(1, idx, mask.view(u8)).clamp_(max=1).view(torch.bool)
 
