@@ -36,12 +36,13 @@ from dataclasses import dataclass
 import torch
 
 from ...lang import spec
-from .common import BIG, positions, shift_left, shift_right, take
+from .common import BIG, positions, shift_left, shift_right
 from .lex import Tokens
 from .rules import OPERAND_END, Structure
 
 K = spec.TOK
 N_NONE, N_NAME, N_NUM, N_BOOL, N_ATTR, N_BIN, N_PRE, N_TERN, N_CALL, N_TUPLE, N_GROUP, N_SEP, N_CALLEE = range(13)
+assert N_ATTR > N_BOOL and N_GROUP > N_TUPLE and N_CALLEE > N_SEP  # parse applies these roles as maxima
 INF = 1 << 30
 WALL = -1
 S = 64  # binding powers per nesting level
@@ -99,6 +100,7 @@ def _class_tables() -> dict:
     flags["lpar"] = lpar
     flags["not_ctx"] = of(lpar, flags["aug"], having([K[k] for k in ("and", "or", "not", "if", "else", ",", "=", "return")]))
     flags["operand_end"] = having(OPERAND_END)  # by kind
+    flags["plus_minus"] = having([K["+"], K["-"]])  # by kind
     flags["target_eq"] = having([N_NAME, N_ATTR, N_TUPLE])  # by node type
     flags["target_aug"] = having([N_NAME, N_ATTR])
     assert all(0 <= b <= S - 2 for b in lb + rb if b != _FAR)  # so no finite binding power is WALL
@@ -112,6 +114,7 @@ def _class_tables() -> dict:
     # by node type + NT * assign code
     out["target_ok"] = torch.tensor([True] * n + flags.pop("target_aug") + flags.pop("target_eq"))
     # by (`=`) + 2 * (`op=`) + 4 * (`return`) + 8 * (first token)
+    out["role_class"] = torch.tensor([0, C_PREFIX, C_CALL, C_DEAD, C_WALL], dtype=i32)
     out["stmt_kind"] = torch.tensor([0] * 8 + [4, 1, 2, 2, 3, 3, 3, 3])
     out.update({f: torch.tensor(v) for f, v in flags.items()})
     return out
@@ -202,11 +205,6 @@ def _pick(x: torch.Tensor, flat: torch.Tensor) -> torch.Tensor:
     return x.view(-1).index_select(0, flat.reshape(-1)).view(flat.shape)
 
 
-def _over(mask: torch.Tensor, value: int, x: torch.Tensor) -> torch.Tensor:
-    """value where mask, else x (int32): arithmetic, not a CPU `where` over a full mask."""
-    return (value - x).mul_(mask).add_(x)
-
-
 def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     kind = tk.kind
     dev = kind.device
@@ -222,9 +220,10 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     ol = st.one_line[:, None]
     hc = st.header_colon[:, None].int()
     after = lid >= 1  # line ids are >= 0 at valid tokens
-    body = st.valid & (kind != K["newline"]) & ~st.docstring & ((ol & ~after & (pos > hc)) | (~ol & after))
+    newline = kind == K["newline"]
+    body = st.valid & ~newline & ~st.docstring & ((ol & ~after & (pos > hc)) | (~ol & after))
     body &= ok[:, None]
-    stmt_start = body & (shift_right(~body, True) | (shift_right(lid, -1) != lid))
+    stmt_start = body & shift_right(~body | newline, True)  # a logical line starts after each NEWLINE
     sf1 = _last(stmt_start, pos1).mul_(body)  # stmt_first + 1
     stmt_first = sf1 - 1
     sf = (sf1 - body.int()).add_(row_t)  # stmt_first clamped at 0, a flat index
@@ -237,11 +236,13 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     live = body & ~dead
 
     # each token's class: its kind, or the role its context gives it
-    pm_prefix = ((kind == K["-"]) | (kind == K["+"])) & ~shift_right(take(tab["operand_end"], kind), False)
-    cls = _over(pm_prefix, C_PREFIX, kind32)
-    cls = _over(st.is_call, C_CALL, cls)
-    cls = _over(dead, C_DEAD, cls)
-    cls = _over(~body, C_WALL, cls)
+    pm_prefix = _lut(tab["plus_minus"], kind32) & ~shift_right(_lut(tab["operand_end"], kind32), False)
+    # the roles in priority order are the classes above the kinds in increasing order: the class
+    # is the largest of the kind and the roles' classes, found by uint8 maxima of role numbers
+    u8 = torch.uint8
+    role = torch.maximum(pm_prefix.view(u8), st.is_call.view(u8) * 2)
+    role = torch.maximum(torch.maximum(role, dead.view(u8) * 3), (~body).view(u8) * 4)
+    cls = torch.maximum(kind32, _lut(tab["role_class"], role.int()))
     prefix = _lut(tab["prefix"], cls)
     binary = _lut(tab["binary"], cls)
     wall = _lut(tab["wall"], cls)
@@ -291,14 +292,16 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     vn = vn32.long()
     vn_ext = torch.cat([torch.full_like(vn[:, :1], -1), vn], 1)  # value of token t at t + 1; -1 at 0
 
+    # node types: each role's type is above the types it replaces (N_ATTR above the atoms', N_GROUP
+    # above N_TUPLE, N_CALLEE above all), so roles apply as maxima
     ntype = _lut(tab["nt"], cls)
-    ntype = _over(ns & (ntype <= N_BOOL), N_ATTR, ntype)
-    ntype = _over(grouped, N_GROUP, ntype)
+    role = torch.maximum((ns & (ntype <= N_BOOL)).view(u8) * N_ATTR, grouped.view(u8) * N_GROUP)
+    ntype = torch.maximum(ntype, role.int())
     lo1 = left_of + 1
     callee1 = lo1 * call  # callee + 1
     callee_mask = torch.zeros((B, T + 1), dtype=torch.bool, device=dev)
     callee_mask.scatter_(1, (callee1 - 1 - T).mul_(callee1 > 0).add_(T).long(), True)
-    ntype = _over(callee_mask[:, :T] & (ntype != N_NONE), N_CALLEE, ntype)
+    ntype = torch.maximum(ntype, (callee_mask[:, :T] & (ntype != N_NONE)).int().mul_(N_CALLEE))
     callee = callee1 - 1
     attr = (_pick(attr, callee.clamp(min=0).add_(row_t)) - attr).mul_(call).add_(attr)
     name_tok = (callee - pos).mul_(call).add_(pos)
