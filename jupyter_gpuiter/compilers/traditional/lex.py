@@ -1,12 +1,15 @@
 """Pass 1, lex: bytes [B, L] -> tokens [B, T] (kind, byte span, line, col, name key and hash, number value).
 
-The DFA of dfa.py runs over byte classes two bytes at a time: L/2 steps, each one add and one table
-lookup over the batch (L <= 8 KiB by the language's limits); the odd positions follow in one vectorised
-lookup. Everything else is a few dozen O(B*L) tensor ops and O(B*T) ones after compaction, with no
-Python loop over programs and no host synchronisation but the one read that sizes T: per-byte facts
-(token start, boundary, error, paren, newline, number digit) are table lookups on the transition
-index, token ends and line starts are scatters at prefix-count slots, and token fields are gathers
-at the compacted token starts.
+The DFA of dfa.py runs over byte classes two bytes at a time: L/2 steps, each one int32 add and one
+table lookup over the batch (L <= 8 KiB by the language's limits); the odd positions follow in one
+vectorised lookup. Everything else is a few dozen O(B*L) tensor ops and O(B*T) ones after compaction,
+with no Python loop over programs and no host synchronisation but the one read that sizes T (and the
+number list): per-byte facts (token start, boundary, error, escape, paren, newline, number digit and
+digit value) are one int16 table lookup on the transition index, counts are int32 prefix sums (one
+int64 one packs characters, newlines and number fields), token ends come from one amax scatter per
+boundary stretch, line starts from a running maximum, and token fields are gathers at the compacted
+token starts. Number values are worked out on the number tokens alone. On a CPU, index_select beats
+a gather on an expanded table, and a full-mask `where` or a bool argmax is avoided.
 """
 
 from __future__ import annotations
@@ -95,8 +98,7 @@ def _build_tables() -> dict:
                 pair[(c1 * C + c2) * S + s] = per["next"][c2 * S + per["next"][c1 * S + s]]
     per["pair"] = pair
     packed = [x | byte_class[x] * S << _X_CS | byte_class[x] * C * S << _X_CCS for x in range(N)]
-    per["input"] = [packed[10 if x == 13 else x] for x in range(256)]  # a lone CR reads as LF
-    per["eof"] = packed[dfa.EOF_BYTE]
+    per["input"] = [packed[10 if x == 13 else x] for x in range(N)]  # a lone CR reads as LF
     per["C"] = C
     return per
 
@@ -111,7 +113,7 @@ def _string_prefix_bad(u: int) -> bool:
 def _tables(device):
     if device not in _TABLES:
         t = _build_tables()
-        out = {"C": t.pop("C"), "eof": t.pop("eof")}
+        out = {"C": t.pop("C")}
         for k, v in t.items():
             dtype = torch.int16 if k == "facts" else torch.int32 if k in ("token_kind", "next", "pair") else torch.int64
             out[k] = torch.tensor(v, dtype=dtype, device=device)
@@ -194,9 +196,9 @@ def normalize_newlines(data: torch.Tensor, lengths: torch.Tensor, width: int):
     keep = torch.arange(L, dtype=torch.int32, device=data.device) < lengths[:, None].int()
     keep[:, :-1] &= (data[:, :-1] != 13) | (data[:, 1:] != 10)
     slot = keep.cumsum(1, dtype=torch.int32)
-    x = torch.full((B, width + 1), t["eof"], dtype=torch.int64, device=data.device)
-    x.scatter_(1, (slot * keep).long(), _look(t["input"], data.int()))  # dropped bytes go to slot 0
-    return x[:, 1:], slot[:, -1].long()
+    x = torch.full((B, width + 1), dfa.EOF_BYTE, dtype=torch.int16, device=data.device)
+    x.scatter_(1, (slot * keep).long(), data.short())  # dropped bytes go to slot 0
+    return _look(t["input"], x[:, 1:].int()), slot[:, -1].long()
 
 
 def _run_dfa(x: torch.Tensor, t: dict) -> torch.Tensor:
@@ -302,7 +304,8 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     count = total.clamp(max=T)
     truncated = total > T  # over the limits anyway; the end-of-file rules must not fire
     valid = torch.arange(T, device=dev) < count[:, None]
-    tok_end = end_pos.gather(1, tok_start).long() * valid  # a NEWLINE's byte is a stretch of its own
+    end32 = end_pos.gather(1, tok_start) * valid  # a NEWLINE's byte is a stretch of its own
+    tok_end = end32.long()
     kind = _look(t["token_kind"], trans.gather(1, (tok_end - 1).clamp_(min=0))) * valid  # int32
 
     # counts over [0, i): characters, newlines, number fields
@@ -322,9 +325,9 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     lex_line, lex_col, _ = (v[:, 0] for v in place(rep.clamp(0, L - 1)[:, None], 1))
 
     # names: packed key (keyword and builtin lookups) and a hash of the full text (identity)
-    length = tok_end - tok_start
+    length = end32 - start32
     head = _words(b).gather(1, ((start32 & 7) * ((L + 7) // 8) + (start32 >> 3)).long())  # bytes start..start+7
-    key = (head & _look(t["byte_mask"], length.clamp(max=9))) | ((8 - length) >> 63)
+    key = (head & _look(t["byte_mask"], length.clamp(max=9))) | ((8 - length) >> 31)  # -1 past 8 bytes
     prefix = hash_prefix(b)
     tok_hash = _span_hash(prefix, tok_start, tok_end)
     is_kw, kw_delta = _keyword_delta(key)
