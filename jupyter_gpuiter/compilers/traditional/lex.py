@@ -37,7 +37,7 @@ _BAD_ESCAPES = set(b"xuUN")
 # a count and the others scaled by their bit fit an int32), the byte's digit value in bits 8-11, and
 # the paren depth change as a signed 2-bit field in bits 14-15 (so `facts >> 14` is it)
 F_DIGIT, F_BOUNDARY, F_ERR, F_ESC, F_START, F_NL, F_LF = (1 << k for k in range(7))
-assert F_LF == 1 << 6
+_LF_SHIFT = F_LF.bit_length() - 1
 # the normalised input as packed int64 words: byte (bits 0-8, EOF 256), class * S (9-21), and in the high
 # int32 half class * C * S (bits 32-50), so that the DFA reads both halves as int32 views
 _X_CS, _X_CCS = 9, 32
@@ -318,7 +318,7 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
 
     def place(p, one):  # (line, col, line start) of byte positions p; 0, 0, 0 at p = 0 with one = 0
         z = counts.gather(1, p)
-        ls = (line_at.gather(1, p) >> 6).long()  # / F_LF
+        ls = (line_at.gather(1, p) >> _LF_SHIFT).long()
         return ((z >> _Q_NL) & _M14) + one, ((z - counts.gather(1, ls)) & _M14) + one, ls
 
     tok_line, tok_col, tok_line_start = place(tok_start, valid.long())  # padding starts at 0
