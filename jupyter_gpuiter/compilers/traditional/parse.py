@@ -109,17 +109,28 @@ def _class_tables() -> dict:
             lb[c] = rb[c] = WALL
     i32 = torch.int32
     out = {"lb": torch.tensor(lb, dtype=i32), "rb": torch.tensor(rb, dtype=i32), "nt": torch.tensor(nt, dtype=i32)}
+    for name, cs in (("call", [C_CALL]), ("group", [K["("]]), ("rpar", [K[")"]]), ("comma", [K[","]]),
+                     ("if", [K["if"]]), ("else", [K["else"]]), ("assign", [K["="]]), ("return", [K["return"]])):
+        flags[name] = having(cs)
+    for word, names in FLAG_WORDS.items():  # up to 8 flags a class as the bits of one byte
+        out[word] = torch.tensor([sum(int(flags[f][c]) << i for i, f in enumerate(names)) for c in range(n)],
+                                 dtype=torch.uint8)
     # by kind: 2 `=`, 1 `op=`, else 0 (the assignment a target stands left of)
     out["assign_code"] = torch.tensor([2 * (c == K["="]) + flags["aug"][c] for c in range(NK)], dtype=i32)
     # by node type + NT * assign code
     out["target_ok"] = torch.tensor([True] * n + flags.pop("target_aug") + flags.pop("target_eq"))
-    # by (`=`) + 2 * (`op=`) + 4 * (`return`) + 8 * (first token)
     out["role_class"] = torch.tensor([0, C_PREFIX, C_CALL, C_DEAD, C_WALL], dtype=i32)
+    # by (`=`) + 2 * (`op=`) + 4 * (`return`) + 8 * (first token)
     out["stmt_kind"] = torch.tensor([0] * 8 + [4, 1, 2, 2, 3, 3, 3, 3])
     out.update({f: torch.tensor(v) for f, v in flags.items()})
     return out
 
 
+FLAG_WORDS = {
+    "flags_a": ("prefix", "binary", "wall", "aug", "cmp", "starts", "after", "last_ok"),
+    "flags_b": ("call", "group", "rpar", "comma", "if", "else", "assign", "return"),
+    "flags_p": ("end", "lpar", "not_ctx", "comma"),  # of the previous token's class
+}
 _CLASS_TABLES = _class_tables()
 _DEVICE_TABLES: dict = {}
 
@@ -199,6 +210,11 @@ def _lut(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     return table.index_select(0, idx.reshape(-1)).view(idx.shape)
 
 
+def _bits(word: torch.Tensor, n: int = 8) -> list[torch.Tensor]:
+    """The low n bits of a uint8 tensor as bool tensors (a 0/1 byte is a bool)."""
+    return [(word if i == 0 else word >> i).bitwise_and(1).view(torch.bool) for i in range(n)]
+
+
 def _pick(x: torch.Tensor, flat: torch.Tensor) -> torch.Tensor:
     """x.gather(1, columns) for a contiguous x [B, W], given flat = row * W + column (int32): one
     index_select on the flattened x, with no int64 copy of the indices."""
@@ -243,17 +259,8 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     role = torch.maximum(pm_prefix.view(u8), st.is_call.view(u8) * 2)
     role = torch.maximum(torch.maximum(role, dead.view(u8) * 3), (~body).view(u8) * 4)
     cls = torch.maximum(kind32, _lut(tab["role_class"], role.int()))
-    prefix = _lut(tab["prefix"], cls)
-    binary = _lut(tab["binary"], cls)
-    wall = _lut(tab["wall"], cls)
-    aug = _lut(tab["aug"], cls)
-    call = cls == C_CALL
-    group = cls == K["("]
-    rpar = cls == K[")"]
-    comma = cls == K[","]
-    is_if, is_else = cls == K["if"], cls == K["else"]
-    assign = cls == K["="]
-    ret = cls == K["return"]
+    prefix, binary, wall, aug, is_cmp, starts, follows, last_ok = _bits(_lut(tab["flags_a"], cls))
+    call, group, rpar, comma, is_if, is_else, assign, ret = _bits(_lut(tab["flags_b"], cls))
 
     # nesting level: parentheses, plus the conditions of ternaries (between `if` and `else`); walls
     # take their binding power (WALL) from the tables alone
@@ -315,7 +322,6 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     c1 = (_pick(left_full, lo_full) + 1).mul_(is_else).add_(ro1 * (binary | prefix))
     c2 = ro1 * is_else
     child = _pick(vn_ext, torch.stack([c0, c1, c2], -1).add_(row_t1[:, :, None]))
-    is_cmp = _lut(tab["cmp"], cls)
     chained = is_cmp & _pick(is_cmp, lo_c.add_(row_t)) & (left_of >= 0)
 
     # call arguments: the roots hanging under the call's `(` or under its commas
@@ -356,15 +362,16 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     same = (p1 > 0) & (_pick(stmt_first, p_idx + row_t) == stmt_first)
     p_tok = (p1 * same).sub_(1)
     p_cls = _pick(cls, p_idx.mul_(same).add_(row_t))
-    p_end = same & _lut(tab["end"], p_cls)
-    bad = _lut(tab["starts"], cls) & p_end
-    bad |= _lut(tab["after"], cls) & ~p_end & ~(rpar & same & ((p_cls == K[","]) | _lut(tab["lpar"], p_cls)))
+    p_end, p_lpar, p_not_ctx, p_comma = _bits(_lut(tab["flags_p"], p_cls), 4)
+    p_end = p_end & same
+    bad = starts & p_end
+    bad |= follows & ~p_end & ~(rpar & same & (p_comma | p_lpar))
     bad |= ret & same
     # a live token is the last of its statement unless it is the previous token of a live one
     not_last = torch.zeros((B, T + 1), dtype=torch.bool, device=dev)
     not_last.scatter_(1, (p_tok - T).mul_(live & same).add_(T).long(), True)
-    bad |= live & ~not_last[:, :T] & ~_lut(tab["last_ok"], cls)
-    bad |= (cls == K["not"]) & ~_lut(tab["not_ctx"], p_cls) & same
+    bad |= live & ~not_last[:, :T] & ~last_ok
+    bad |= (cls == K["not"]) & ~p_not_ctx & same
     # if/else alternate inside each bracket of a statement: sort them by (statement, bracket, position)
     ie = is_if | is_else
     group_key = sf1.mul(T + 1).add_(enclosing).sub_(T)  # stmt_first * (T + 1) + enclosing + 1
