@@ -19,7 +19,7 @@ Statements are split by walls (`=`, `op=`, `return`, NEWLINE) whose binding powe
     tree: = | * ( - (a) , ( ( + (b, c) ) )
 
 Everything inside is int32 (binding powers, positions, counts; INF = 2^30), gathers and
-scatter-adds go through flat int32 indices (index_select / index_add_, no int64 index copies), and
+lookups go through flat int32 indices (index_select, no int64 index copies), and
 integer selects are arithmetic (a CPU `where` over a full mask is not vectorised); the Tree's fields
 are converted to their int64 dtypes at the end.
 
@@ -189,14 +189,10 @@ def nearest_smaller(rbp: torch.Tensor, lbp: torch.Tensor) -> tuple[torch.Tensor,
         a = tables[k - 1]
         torch.minimum(a[:, :T + 1 - step], a[:, step:], out=tables[k, :, :T + 1 - step])
     below = torch.cat([rbp, lbp.flip(1)], 0).sub_(1)
-    # m as an index into a flattened table (row * (T + 1) + m): int32 indices need no conversion
-    row = torch.arange(0, 2 * B * (T + 1), T + 1, dtype=torch.int32, device=rbp.device)[:, None]
-    m = (torch.arange(1, T + 1, dtype=torch.int32, device=rbp.device) + row).view(-1)
+    m = torch.arange(1, T + 1, dtype=torch.int32, device=rbp.device).repeat(2 * B, 1)
     for k in range(top, -1, -1):  # invariant: values[i + 1 : m] >= threshold[i]
-        at = tables[k].view(-1).index_select(0, m).view(2 * B, T)
-        m.sub_(below.sub(at).bitwise_right_shift_(31).view(-1), alpha=1 << k)
-    at = tables[0].view(-1).index_select(0, m).view(2 * B, T)
-    m = m.view(2 * B, T).sub_(row)
+        m.sub_(below.sub(tables[k].gather(1, m.long())).bitwise_right_shift_(31), alpha=1 << k)
+    at = tables[0].gather(1, m.long())
     return (T - 1) - m[B:].flip(1), m[:B], at[B:].flip(1), at[:B]
 
 
@@ -242,7 +238,7 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     stmt_start = body & shift_right(~body | newline, True)  # a logical line starts after each NEWLINE
     sf1 = _last(stmt_start, pos1).mul_(body)  # stmt_first + 1
     stmt_first = sf1 - 1
-    sf = (sf1 - body.int()).add_(row_t)  # stmt_first clamped at 0, a flat index
+    sf = (sf1 - body.int()).long()  # stmt_first clamped at 0, an index
 
     # math.NAME: the namespace token stands for the attribute; the dot and the name drop out
     dot = body & (kind == K["."])
@@ -334,15 +330,14 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     # depth: the member intervals (L(j), R(j)) covering each node (subtrees are nested intervals)
     ends = torch.zeros((B, T + 1), dtype=i32, device=dev)
     one = member.int()
-    ends.view(-1).index_add_(0, (L + 1 - T).mul_(member).add_(row_t1 + T).view(-1), one.view(-1))
-    ends.view(-1).index_add_(0, (R - T).mul_(member).add_(row_t1 + T).view(-1), one.neg().view(-1))
+    ends.scatter_add_(1, (L + 1 - T).mul_(member).add_(T).long(), one)
+    ends.scatter_add_(1, (R - T).mul_(member).add_(T).long(), one.neg())
     depth = ends[:, :T].cumsum(1, dtype=i32).mul_(member)
     # rank = the call's own commas before the argument: a prefix sum of +1 per comma and, per `)`,
     # minus its bracket's own commas, so every bracket closed in between adds nothing
     n_commas = torch.zeros((B, T + 1), dtype=i32, device=dev)
     enc_ok = enclosing >= 0
-    n_commas.view(-1).index_add_(0, (enclosing - T).mul_(comma & enc_ok).add_(row_t1 + T).view(-1),
-                                 comma.int().view(-1))
+    n_commas.scatter_add_(1, (enclosing - T).mul_(comma & enc_ok).add_(T).long(), comma.int())
     own = (comma.int() - _pick(n_commas, enclosing.clamp(min=0).add_(row_t1)).mul_(rpar)).cumsum(1, dtype=i32)
     rank = own - _pick(own, call_of.clamp(min=0).add_(row_t))
     parent = torch.full((B, T + 1), -1, dtype=i32, device=dev)
@@ -351,7 +346,7 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     parent.scatter_(1, arg_at, (call_of + 1).mul_(arg).sub_(1))
     arg_rank.scatter_(1, arg_at, rank)
     n_args = torch.zeros((B, T + 1), dtype=i32, device=dev)
-    n_args.view(-1).index_add_(0, (call_of - T).mul_(arg).add_(row_t1 + T).view(-1), arg.int().view(-1))
+    n_args.scatter_add_(1, (call_of - T).mul_(arg).add_(T).long(), arg.int())
 
     node_start = L + 1
     node_end = (R - 1).clamp_(max=T - 1)
@@ -399,12 +394,12 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     # targets and `=` (16-bit fields) and of `op=`
     first = body & (stmt_first == pos)
     counts = torch.zeros((B, T), dtype=i32, device=dev)
-    counts.view(-1).index_add_(0, sf.view(-1), tgt.int().add_(assign.int().bitwise_left_shift_(16)).view(-1))
+    counts.scatter_add_(1, sf, tgt.int().add_(assign.int().bitwise_left_shift_(16)))
     n_aug = torch.zeros((B, T), dtype=i32, device=dev)
-    n_aug.view(-1).index_add_(0, sf.view(-1), aug.int().view(-1))
+    n_aug.scatter_add_(1, sf, aug.int())
     n_asg, n_targets = counts >> 16, counts & 0xFFFF
     bad |= (n_aug > 0) & ((n_aug + n_asg) > 1)
-    bad |= (assign | aug) & _pick(ret, sf)  # `return x = 1`
+    bad |= (assign | aug) & ret.gather(1, sf)  # `return x = 1`
     last = (bad * torch.arange(T, 0, -1, dtype=i32, device=dev)).amax(1)  # T - first bad position
     syntax = torch.where(last > 0, T - last.long(), BIG)
 
