@@ -55,7 +55,7 @@ NK = len(spec.TOKEN_KINDS)
 C_PREFIX, C_CALL, C_DEAD, C_WALL = NK, NK + 1, NK + 2, NK + 3  # prefix +/-, call `(`, after a dot, not body
 NT = NK + 4  # token classes
 _FAR = INF + (1 << 20)  # offset of an infinite binding power: above INF from any level's base; clamped to INF
-LOW_R = -(1 << 29)  # below every binding power (levels' bases stay within +-2^18): fills past the row's end
+LOW_R = -(1 << 29)  # below every binding power (bases: |depth + ternaries| <= 2T, times S: within +-2^19)
 LOW_L = LOW_R - 1  # and before its start
 
 
