@@ -132,11 +132,6 @@ def _tables(device):
     return _TABLES[device]
 
 
-def _look(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """table[idx] for a contiguous index (int32 or int64): index_select, quicker than a gather on a CPU."""
-    return table.index_select(0, idx.view(-1)).view(idx.shape)
-
-
 def _words(b: torch.Tensor) -> torch.Tensor:
     """Bytes i..i+7 of each row as one little-endian int64 (zeros past the end), for every i: [B, 8 * n]
     with n = ceil(L / 8), the word at i being column (i % 8) * n + i // 8. Eight shifted byte copies
@@ -198,7 +193,7 @@ def normalize_newlines(data: torch.Tensor, lengths: torch.Tensor, width: int):
     slot = keep.cumsum(1, dtype=torch.int32)
     x = torch.full((B, width + 1), dfa.EOF_BYTE, dtype=torch.int16, device=data.device)
     x.scatter_(1, (slot * keep).long(), data.short())  # dropped bytes go to slot 0
-    return _look(t["input"], x[:, 1:].int()), slot[:, -1].long()
+    return take(t["input"], x[:, 1:].int()), slot[:, -1].long()
 
 
 def _run_dfa(x: torch.Tensor, t: dict) -> torch.Tensor:
@@ -222,7 +217,7 @@ def _run_dfa(x: torch.Tensor, t: dict) -> torch.Tensor:
     out = torch.empty((B, L), dtype=torch.int32, device=x.device)
     out[:, 0] = even[:, 0]
     torch.add(even[:, 1:], after[:, :-1], out=out[:, 2::2])
-    torch.add(odd, _look(t["next"], out[:, 0::2].contiguous()), out=out[:, 1::2])
+    torch.add(odd, take(t["next"], out[:, 0::2].contiguous()), out=out[:, 1::2])
     return out
 
 
@@ -237,7 +232,7 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     pos1 = pos + 1
     trans_all = _run_dfa(x, t)  # [B, L or L + 1], contiguous
     trans = trans_all[:, :L]
-    facts = _look(t["facts"], trans_all)[:, :L]
+    facts = take(t["facts"], trans_all)[:, :L]
     fact = lambda bit: (facts & bit).bool()
     first = _First(L, dev)
 
@@ -306,11 +301,11 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     valid = torch.arange(T, device=dev) < count[:, None]
     end32 = end_pos.gather(1, tok_start) * valid  # a NEWLINE's byte is a stretch of its own
     tok_end = end32.long()
-    kind = _look(t["token_kind"], trans.gather(1, (tok_end - 1).clamp_(min=0))) * valid  # int32
+    kind = take(t["token_kind"], trans.gather(1, (tok_end - 1).clamp_(min=0))) * valid  # int32
 
     # counts over [0, i): characters, newlines, number fields
     counts = torch.zeros((B, L + 1), dtype=torch.int64, device=dev)
-    torch.cumsum(_look(t["q"], trans_all)[:, :L], 1, out=counts[:, 1:])
+    torch.cumsum(take(t["q"], trans_all)[:, :L], 1, out=counts[:, 1:])
     # where the line of each byte starts (times F_LF): a running maximum of i * F_LF after each LF
     line_at = torch.zeros((B, L), dtype=torch.int32, device=dev)
     torch.mul(facts[:, :-1] & F_LF, pos1[:-1], out=line_at[:, 1:])
@@ -327,14 +322,14 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     # names: packed key (keyword and builtin lookups) and a hash of the full text (identity)
     length = end32 - start32
     head = _words(b).gather(1, ((start32 & 7) * ((L + 7) // 8) + (start32 >> 3)).long())  # bytes start..start+7
-    key = (head & _look(t["byte_mask"], length.clamp(max=9))) | ((8 - length) >> 31)  # -1 past 8 bytes
+    key = (head & take(t["byte_mask"], length.clamp(max=9))) | ((8 - length) >> 31)  # -1 past 8 bytes
     prefix = hash_prefix(b)
     tok_hash = _span_hash(prefix, tok_start, tok_end)
     is_kw, kw_delta = _keyword_delta(key)
     kind += kw_delta * (is_kw & (kind == spec.TOK["name"]))
     tok_kind = kind.long()
 
-    prefix_bad = (kind == spec.TOK["string"]) & _look(t["prefix_bad"], head & 0xFFFF)
+    prefix_bad = (kind == spec.TOK["string"]) & take(t["prefix_bad"], head & 0xFFFF)
     value, slow = _numbers(t, facts, digits, at_end, counts, kind == spec.TOK["number"], NT, tok_start, tok_end)
     return Tokens(tok_kind, tok_start, tok_end, tok_line, tok_col, tok_line_start, key, tok_hash, value, slow, prefix_bad,
                   count, truncated, code, lex_line, lex_col, b, lengths, prefix)
@@ -372,7 +367,7 @@ def _keyword_match(key: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(key is a keyword's, that keyword's kind) per token; the kind is 0 for a plain name."""
     mult, slot_key, slot_kind = _keyword_slots(key.device)
     slot = ((key * mult) >> 54) & 1023
-    return _look(slot_key, slot) == key, _look(slot_kind, slot)
+    return take(slot_key, slot) == key, take(slot_kind, slot)
 
 
 def _keyword_delta(key: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -381,7 +376,7 @@ def _keyword_delta(key: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     if slot_kind.device not in _KEYWORD_DELTA:
         _KEYWORD_DELTA[slot_kind.device] = torch.where(slot_kind != 0, slot_kind - spec.TOK["name"], 0).int()
     slot = ((key * mult) >> 54) & 1023
-    return _look(slot_key, slot) == key, _look(_KEYWORD_DELTA[slot_kind.device], slot)
+    return take(slot_key, slot) == key, take(_KEYWORD_DELTA[slot_kind.device], slot)
 
 
 def keyword_kinds(key: torch.Tensor) -> torch.Tensor:
@@ -422,7 +417,7 @@ def hash_prefix(b: torch.Tensor) -> torch.Tensor:
 def _span_hash(prefix: torch.Tensor, start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
     """span_hash for spans inside the row."""
     _, bw = _powers(prefix.shape[1], prefix.device)
-    h = (prefix.gather(1, end) - prefix.gather(1, start)) * _look(bw, start)
+    h = (prefix.gather(1, end) - prefix.gather(1, start)) * take(bw, start)
     return h ^ (h >> 29)
 
 
@@ -451,7 +446,7 @@ def _numbers(t, facts, digits, at_end, counts, is_number, NT, tok_start, tok_end
     B = facts.shape[0]
     dev = facts.device
     # by the digit value and the digits after each byte in its token (modulo 32)
-    term = _look(t["term"], ((at_end - digits) & 31) | (facts & 0xF00))
+    term = take(t["term"], ((at_end - digits) & 31) | (facts & 0xF00))
     weighted = torch.zeros_like(counts)
     torch.cumsum(term, 1, out=weighted[:, 1:])
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import torch
 
 from ...lang import spec
-from .common import BIG, positions, shift_left, shift_right
+from .common import BIG, positions, shift_left, shift_right, take
 from .lex import Tokens
 from .rules import OPERAND_END, Structure
 
@@ -201,11 +201,6 @@ def _last(mask: torch.Tensor, pos1: torch.Tensor) -> torch.Tensor:
     return (pos1 * mask).cummax(1).values
 
 
-def _lut(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """table[idx] for a 1-D table: index_select takes int32 indices as they are."""
-    return table.index_select(0, idx.reshape(-1)).view(idx.shape)
-
-
 def _bits(word: torch.Tensor, n: int = 8) -> list[torch.Tensor]:
     """The low n bits of a uint8 tensor as bool tensors (a 0/1 byte is a bool)."""
     return [(word if i == 0 else word >> i).bitwise_and(1).view(torch.bool) for i in range(n)]
@@ -248,23 +243,23 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     live = body & ~dead
 
     # each token's class: its kind, or the role its context gives it
-    pm_prefix = _lut(tab["plus_minus"], kind32) & ~shift_right(_lut(tab["operand_end"], kind32), False)
+    pm_prefix = take(tab["plus_minus"], kind32) & ~shift_right(take(tab["operand_end"], kind32), False)
     # the roles in priority order are the classes above the kinds in increasing order: the class
     # is the largest of the kind and the roles' classes, found by uint8 maxima of role numbers
     u8 = torch.uint8
     role = torch.maximum(pm_prefix.view(u8), st.is_call.view(u8) * 2)
     role = torch.maximum(torch.maximum(role, dead.view(u8) * 3), (~body).view(u8) * 4)
-    cls = torch.maximum(kind32, _lut(tab["role_class"], role.int()))
-    prefix, binary, wall, aug, is_cmp, starts, follows, last_ok = _bits(_lut(tab["flags_a"], cls))
-    call, group, rpar, comma, is_if, is_else, assign, ret = _bits(_lut(tab["flags_b"], cls))
+    cls = torch.maximum(kind32, take(tab["role_class"], role.int()))
+    prefix, binary, wall, aug, is_cmp, starts, follows, last_ok = _bits(take(tab["flags_a"], cls))
+    call, group, rpar, comma, is_if, is_else, assign, ret = _bits(take(tab["flags_b"], cls))
 
     # nesting level: parentheses, plus the conditions of ternaries (between `if` and `else`); walls
     # take their binding power (WALL) from the tables alone
     ifs = is_if.int()
     tern = (ifs - is_else.int()).cumsum(1, dtype=i32)
     base = (tern.sub_(ifs).sub_(rpar.int()).add_(st.depth.int())).mul_(S).mul_(~wall)
-    lbp = (base + _lut(tab["lb"], cls)).clamp_(max=INF)
-    rbp = base.add_(_lut(tab["rb"], cls)).clamp_(max=INF)
+    lbp = (base + take(tab["lb"], cls)).clamp_(max=INF)
+    rbp = base.add_(take(tab["rb"], cls)).clamp_(max=INF)
 
     L, R, at_l, at_r = nearest_smaller(rbp, lbp)
     # the parent is L where rbp(L) >= lbp(R) (with the fills: L where R = T, R where L = -1); its
@@ -297,7 +292,7 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
 
     # node types: each role's type is above the types it replaces (N_ATTR above the atoms', N_GROUP
     # above N_TUPLE, N_CALLEE above all), so roles apply as maxima
-    ntype = _lut(tab["nt"], cls)
+    ntype = take(tab["nt"], cls)
     role = torch.maximum((ns & (ntype <= N_BOOL)).view(u8) * N_ATTR, grouped.view(u8) * N_GROUP)
     ntype = torch.maximum(ntype, role.int())
     lo1 = left_of + 1
@@ -357,7 +352,7 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     same = (p1 > 0) & (_pick(stmt_first, p_idx + row_t) == stmt_first)
     p_tok = (p1 * same).sub_(1)
     p_cls = _pick(cls, p_idx.mul_(same).add_(row_t))
-    p_end, p_lpar, p_not_ctx, p_comma = _bits(_lut(tab["flags_p"], p_cls), 4)
+    p_end, p_lpar, p_not_ctx, p_comma = _bits(take(tab["flags_p"], p_cls), 4)
     p_end = p_end & same
     bad = starts & p_end
     bad |= follows & ~p_end & ~(rpar & same & (p_comma | p_lpar))
@@ -386,9 +381,9 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     in_pair.scatter_(1, order, pair | shift_right(pair, False))
     bad |= ie & ~in_pair
     # targets: the roots just left of `=` / `op=`
-    code = _pick(torch.cat([_lut(tab["assign_code"], kind32), torch.zeros_like(pos[:, :1])], 1), R + row_t1)
+    code = _pick(torch.cat([take(tab["assign_code"], kind32), torch.zeros_like(pos[:, :1])], 1), R + row_t1)
     tgt = root & (code > 0)
-    bad |= tgt & ~_lut(tab["target_ok"], code.mul_(NT).add_(_pick(ntype, vn_flat)))
+    bad |= tgt & ~take(tab["target_ok"], code.mul_(NT).add_(_pick(ntype, vn_flat)))
     # statements: `return` first; `=` and `op=` do not mix; one `op=`
     # per-statement counts, at the statement's first token (the first of its tokens to be bad), of
     # targets and `=` (16-bit fields) and of `op=`
@@ -407,7 +402,7 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     stmt_value = torch.full((B, T + 1), -1, dtype=torch.long, device=dev)
     stmt_value.scatter_(1, (sf1 - 1 - T).mul_(value_root).add_(T).long(), vn)
     kind_at = n_asg.clamp_(max=1).add_(n_aug.clamp_(max=1), alpha=2).add_(ret.int(), alpha=4).add_(first.int(), alpha=8)
-    stmt_kind = _lut(tab["stmt_kind"], kind_at)
+    stmt_kind = take(tab["stmt_kind"], kind_at)
     stmt_aug = torch.full((B, T + 1), -1, dtype=i32, device=dev)
     stmt_aug.scatter_(1, (sf1 - 1 - T).mul_(aug).add_(T).long(), pos)
     target_of = sf1.mul(tgt).sub_(1)

@@ -100,7 +100,7 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     B, T = kind.shape
     pos = positions(kind)
     valid = pos < tk.count[:, None]
-    errors = FirstError(B, kind.device, tk.line, tk.col, valid)
+    errors = FirstError(tk.line, tk.col, valid)
 
     def fail(mask, message, priority=P_TOKEN):
         errors.at_tokens(mask, priority, KIND_CODES[MESSAGES[MSG[message]][0]], MSG[message])

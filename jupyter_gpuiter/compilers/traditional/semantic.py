@@ -23,7 +23,7 @@ import torch
 
 from ...lang import spec
 from ...lang.errors import KIND_CODES
-from .common import BIG, NO_ERROR, error_key, gather, perfect_hash, shift_left, shift_right, take
+from .common import BIG, NO_ERROR, error_key, gather, perfect_hash, select, shift_left, shift_right, take
 from .lex import Tokens, pack_key
 from .parse import N_ATTR, N_BIN, N_CALL, N_NAME, N_TUPLE, Tree
 from .rules import Structure
@@ -140,13 +140,6 @@ def _marks(mask: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     return out.scatter_add_(1, idx, mask.view(u8)).clamp_(max=1).view(torch.bool)
 
 
-def _sel(mask: torch.Tensor, a, b) -> torch.Tensor:
-    """common.select(mask, a, b) with one temporary (a or b a [B, T] int32 tensor): in place."""
-    if mask.is_cuda:
-        return torch.where(mask, a, b)
-    return (a - b).mul_(mask).add_(b)
-
-
 def _decode(inv_base: torch.Tensor, code: torch.Tensor) -> torch.Tensor:
     """Inverted ranks of a family of uint8 codes: inv_base + code where code > 0, else 0 (in place
     of inv_base)."""
@@ -234,7 +227,7 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     ref = value_ref | callee
     ref_or_param = ref | is_param
     binds = (is_param & ~ref) | ((asg_target | aug_target) & ~ref_or_param)
-    time = _sel(ref_or_param, 2 * pos + (is_param & ~ref), stmt_end.mul_(2).add_(1))
+    time = select(ref_or_param, 2 * pos + (is_param & ~ref), stmt_end.mul_(2).add_(1))
     key = torch.where(ref_or_param | binds, (tk.hash & -(1 << 14)).bitwise_or_(time.bitwise_left_shift_(1).long()),
                       INT64_MAX)
     sv, order = key.sort(dim=1)
@@ -248,8 +241,8 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     before = torch.cat([torch.zeros_like(run[:, :1]), run], 1).gather(1, key_start.long())
     bind_at = torch.empty_like(run).scatter_(1, order, before.sub_(group).clamp_(min=0))  # binding token + 1, or 0
     # a binding's source: the value node, the aug operator token, or a parameter's own token
-    stmt_src = _sel(_is(stmt_kind, 2), tr.stmt_aug.int(), tr.stmt_value.int())  # at statements' first tokens
-    bind_src = _sel(asg_target | aug_target, stmt_src.gather(1, sf), pos)
+    stmt_src = select(_is(stmt_kind, 2), tr.stmt_aug.int(), tr.stmt_value.int())  # at statements' first tokens
+    bind_src = select(asg_target | aug_target, stmt_src.gather(1, sf), pos)
     ref_src = torch.cat([torch.full_like(bind_src[:, :1], -1), bind_src], 1).gather(1, bind_at.long())
     # a parameter bound before its own binding has a duplicate name (only parameters bind that early)
     at_token(is_param & (bind_at > 0), "duplicate parameter")
@@ -261,11 +254,11 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     bound = ref_src >= 0
     is_ref = value_ref & bound
     has_src = is_ref | (aug_target & bound)
-    nxt, spare = _sel(has_src, ref_src, pos).long(), torch.empty((B, T), dtype=torch.long, device=dev)
+    nxt, spare = select(has_src, ref_src, pos).long(), torch.empty((B, T), dtype=torch.long, device=dev)
     for _ in range(max(1, (T // 3).bit_length())):
         nxt, spare = torch.gather(nxt, 1, nxt, out=spare), nxt
     # sources: the chain's end; parameters as T + index
-    source = _sel(is_param, n_before.add_(T), pos + 1).gather(1, nxt).mul_(has_src).sub_(1).long()
+    source = select(is_param, n_before.add_(T), pos + 1).gather(1, nxt).mul_(has_src).sub_(1).long()
 
     # builtins and constants
     name_key = tk.key.gather(1, tr.name_tok.clamp(0, T - 1))
