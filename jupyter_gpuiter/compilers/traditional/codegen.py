@@ -11,15 +11,15 @@ slots; a slot's row is the number of rows that end at or before it (a histogram 
 and one prefix sum), and a few gathers fill all fields; call arguments and the folds' accumulators
 are then scattered into their slots. O(B*T log T).
 
-Inputs arrive int64; the pass works in int32 (registers, slots, keys and flat indices fit: B * N * 3
-< 2^31 under CHUNK_CELLS). Its masks (roles of nodes, aug operators, arguments) are sparse and
+Inputs arrive int32 and the pass works in int32 (registers, slots, keys and flat indices fit: B * N * 3
+< 2^31 under CHUNK_CELLS), reading through flat int32 indices (common.pick). Its masks (roles of nodes, aug operators, arguments) are sparse and
 regular, where the CPU's `torch.where` is fast (about 0.5 ns an element), and it avoids arithmetic
 between an integer or float tensor and a bool mask, which torch runs through a slow casting loop.
 The sort key keeps its values, so ties (only invalid trees have them) keep their order. Only the rows
 of tokens that emit instructions are ever read, so their fields are computed for those tokens only.
 The row tables are flat (B * T token rows, then the shared parameter and padding rows, then one
 return row per program), so each field is written in place and read by one index_select.
-Outputs are int32 like the batch (imm float64, lengths int64).
+Outputs are int32 like the batch (imm float64).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import torch
 
 from ...ir import OP_INDEX
 from ...lang import spec
-from .common import take
+from .common import pick, row_offsets, take
 from .lex import Tokens
 from .parse import N_BIN, N_BOOL, N_CALL, N_NUM, N_PRE, N_TERN, Tree
 from .semantic import BUILTIN_NAMES, CONSTANT_NAMES, Semantics
@@ -70,20 +70,21 @@ def _tables(dev):
 
 
 def codegen(tk: Tokens, tr: Tree, sm: Semantics):
-    """(ops [B, N], args [B, N, 3], imm [B, N], imm_token [B, N], lengths [B]); N = T + 34; ops, args,
-    imm_token int32, lengths int64."""
+    """(ops [B, N], args [B, N, 3], imm [B, N], imm_token [B, N], lengths [B]); N = T + 34; all int32
+    but imm (float64)."""
     kind = tk.kind
     dev = kind.device
     B, T = kind.shape
     N = T + NP + 2  # slots; also rows in canonical order: parameters, tokens, the return, padding
     op_tab, b_var, imm_tab, extra_ops, extra_imm, minus1 = _tables(dev)
-    pos = torch.arange(T, device=dev)
+    pos = torch.arange(T, dtype=I32, device=dev)
+    row_t = row_offsets(B, T, dev)
     body, nt = tr.body, tr.ntype
 
     # which tokens emit instructions, and how many
-    first_tok = tr.stmt_first.clamp(min=0)
+    first_tok = tr.stmt_first.clamp(min=0).add_(row_t)  # flat
     # the aug instruction is attributed to the aug operator token (the one its statement records)
-    aug_here = body & (tr.stmt_aug.gather(1, first_tok) == pos)
+    aug_here = body & (pick(tr.stmt_aug, first_tok) == pos)
     is_num, is_bool, is_pre, is_tern = nt == N_NUM, nt == N_BOOL, nt == N_PRE, nt == N_TERN
     is_const = body & (is_num | is_bool | (sm.const_name >= 0))
     builtin = sm.builtin.clamp(min=0)
@@ -91,12 +92,12 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics):
     node = is_const | is_call | (body & (is_pre | is_tern | (nt == N_BIN)))
     variadic = is_call & take(b_var, builtin)
     inst = node | aug_here
-    n_inst = torch.where(variadic, (tr.n_args.int() - 1).clamp_(min=1), inst.int())
+    n_inst = torch.where(variadic, (tr.n_args - 1).clamp_(min=1), inst.int())
     # sort key (last token, -depth); the aug instruction comes after its whole statement (depth 0)
-    sv = tr.stmt_value.gather(1, first_tok)
-    node_end = tr.node_end.int()
-    end = torch.where(aug_here, node_end.gather(1, sv.clamp(min=0)), node_end)
-    key = torch.where(inst, end * (T + 2) - tr.depth.int(), _NO_INST)  # (aug operators are walls: depth 0)
+    sv = pick(tr.stmt_value, first_tok)
+    node_end = tr.node_end
+    end = torch.where(aug_here, pick(node_end, sv.clamp(min=0).add_(row_t)), node_end)
+    key = torch.where(inst, end * (T + 2) - tr.depth, _NO_INST)  # (aug operators are walls: depth 0)
     order = key.argsort(1)
     # rows in canonical order: parameters, nodes, return, padding; their registers by a prefix sum
     P = sm.n_params
@@ -108,8 +109,8 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics):
     value_reg = base + n_inst - 1
     # the register a node's value lives in: its own, or a name's binding's (a node's, or parameter
     # src - T's: src < 2T)
-    reg = torch.cat([value_reg, torch.arange(T, dtype=I32, device=dev).expand(B, T)], 1).gather(
-        1, torch.where(sm.source < 0, pos, sm.source))
+    reg = pick(torch.cat([value_reg, pos.expand(B, T)], 1),
+               torch.where(sm.source < 0, pos, sm.source).add_(row_offsets(B, 2 * T, dev)))
     reg_ext = torch.cat([torch.full_like(reg[:, :1], -1), reg], 1)  # a sentinel first column for "no node"
 
     # the row tables, flat: B * T token rows, then the parameters' NP rows, padding, B returns
@@ -122,28 +123,28 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics):
     # operands: the children's registers (constants and calls have no children: calls get their
     # arguments below); an aug operator has no children either, its operands are its statement's
     # target and value; a prefix operator's second child is its first
-    torch.index_select(reg_ext.view(-1), 0, (tr.child + (torch.arange(B, device=dev) * (T + 1) + 1)[:, None, None])
-                       .view(-1), out=rows_args[:BT].view(-1))
+    torch.index_select(reg_ext.view(-1), 0, (tr.child + (row_offsets(B, T + 1, dev) + 1)[:, :, None]).view(-1),
+                       out=rows_args[:BT].view(-1))
     c = rows_args[:BT].view(B, T, 3)
-    c[:, :, 0] = torch.where(aug_here, reg.gather(1, tr.stmt_targets.gather(1, first_tok)), c[:, :, 0])
-    c[:, :, 1] = torch.where(aug_here, reg_ext.gather(1, sv + 1), c[:, :, 1].masked_fill_(is_pre, -1))
+    c[:, :, 0] = torch.where(aug_here, pick(reg, pick(tr.stmt_targets, first_tok).add_(row_t)), c[:, :, 0])
+    c[:, :, 1] = torch.where(aug_here, pick(reg_ext, (sv + 1).add_(row_offsets(B, T + 1, dev))),
+                             c[:, :, 1].masked_fill_(is_pre, -1))
     rows_args[BT:] = -1
     has_ret = body & (tr.stmt_kind == 3)
     left = (has_ret.int() * torch.arange(T, 0, -1, dtype=I32, device=dev)).amax(1)  # T - first return, 0 if none
     ret_stmt = torch.where(left > 0, T - left, 0).long()
-    ret_value = tr.stmt_value.gather(1, ret_stmt[:, None]).clamp_(0, T - 1)
+    ret_value = tr.stmt_value.gather(1, ret_stmt[:, None]).clamp_(0, T - 1).long()
     rows_args[RET:, 0] = reg.gather(1, ret_value)[:, 0]
     # op, as an op-table index: bool constant > constant > ternary > builtin call > prefix > binary or
     # aug operator (the first role that applies)
-    kind32 = kind.int()
-    op_idx = torch.where(is_pre, kind32 + _OP_UN, kind32)
-    op_idx = torch.where(is_call, sm.builtin.int() + _OP_CALL, op_idx)
+    op_idx = torch.where(is_pre, kind + _OP_UN, kind)
+    op_idx = torch.where(is_call, sm.builtin + _OP_CALL, op_idx)
     op_idx = torch.where(is_tern, _OP_TERN, op_idx)
     op_idx = torch.where(is_const, torch.where(is_bool, _OP_TERN + 2, _OP_TERN + 1), op_idx)
-    torch.gather(op_tab.expand(B, -1), 1, op_idx.long(), out=rows_op[:BT].view(B, T))
+    torch.index_select(op_tab, 0, op_idx.view(-1), out=rows_op[:BT])
     rows_op[BT:RET] = extra_ops
     rows_op[RET:] = OP_INDEX["ret"]
-    torch.where(is_num & tk.slow_number, pos.int(), minus1, out=rows_tok[:BT].view(B, T))  # valued on the host
+    torch.where(is_num & tk.slow_number, pos, minus1, out=rows_tok[:BT].view(B, T))  # valued on the host
     rows_tok[BT:] = -1
     # immediates: a number's value, True as 1.0, or a named constant's value (imm_tab[0] = 0.0)
     imm = torch.where(is_bool & (kind == K["True"]), 1.0, take(imm_tab, sm.const_name + 1))
@@ -173,14 +174,15 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics):
     # writes of invalid rows in their row, and slots past the row's end go to the spare)
     p = tr.parent
     pc = p.clamp(min=0)
-    r = tr.arg_rank.int()
+    pc = pc.add_(row_t)  # flat
+    r = tr.arg_rank
     is_arg = p >= 0
-    fold = is_arg & variadic.gather(1, pc) & (r >= 2)
+    fold = is_arg & pick(variadic, pc) & (r >= 2)
     fold32 = fold.int()  # (int32 arithmetic with a bool tensor goes through a slow casting loop)
-    s = (base.gather(1, pc) + (r - 1) * fold32).clamp_(0, N)
+    s = (pick(base, pc) + (r - 1) * fold32).clamp_(0, N)
     at = s * 3 + torch.arange(0, B * N * 3, N * 3, dtype=I32, device=dev)[:, None]
     off = s >= N
     flat.scatter_(0, torch.where(~is_arg | off, spare, at + r.clamp(0, 2) - fold32).view(-1).long(), reg.view(-1))
     flat.scatter_(0, torch.where(fold & ~off, at, spare).view(-1).long(), (s - 1).view(-1))
-    lengths = P + (ends[:, NP + T] - ends[:, NP - 1]).long()  # parameters, instructions, the return
+    lengths = P + (ends[:, NP + T] - ends[:, NP - 1])  # parameters, instructions, the return
     return ops, flat[:spare].view(B, N, 3), imm, imm_token, lengths

@@ -16,7 +16,9 @@ _AT = _PRIO * _CODE * _MSG  # weight of (line * _COL + col) in a key
 
 
 def error_key(line, col, priority, code, msg):
-    """The key of an error at (line, col) (tensors or ints)."""
+    """The key of an error at (line, col) (tensors of any integer dtype, or ints): int64."""
+    if isinstance(line, torch.Tensor):
+        line = line.long()
     return (line * _COL + col) * _AT + (priority + 1) * (_CODE * _MSG) + code * _MSG + msg
 
 
@@ -72,8 +74,8 @@ class FirstError:
         if self._gain is not None:
             first = first_true((self._gain > 0) & self._valid)
             at = first.clamp(min=0)[:, None]
-            place = self._line.gather(1, at)[:, 0] * _COL + self._col.gather(1, at)[:, 0]
-            key = place * _AT + (self._NONE - self._gain.gather(1, at)[:, 0])
+            place = self._line.gather(1, at)[:, 0] * _COL + self._col.gather(1, at)[:, 0]  # fits an int32
+            key = place.long() * _AT + (self._NONE - self._gain.gather(1, at)[:, 0])
             self._key = torch.minimum(self._key, torch.where(first >= 0, key, NO_ERROR))
             self._gain = None
         return self._key
@@ -104,7 +106,7 @@ def shift_left(x: torch.Tensor, fill) -> torch.Tensor:
     return torch.cat([x[:, 1:], torch.full_like(x[:, :1], fill)], 1)
 
 
-def positions(x: torch.Tensor, dtype: torch.dtype = torch.long) -> torch.Tensor:
+def positions(x: torch.Tensor, dtype: torch.dtype = torch.int32) -> torch.Tensor:
     """[B, T] token positions (a broadcast view)."""
     B, T = x.shape[:2]
     return torch.arange(T, dtype=dtype, device=x.device).expand(B, T)
@@ -118,28 +120,43 @@ def _countdown(T: int, device: torch.device) -> torch.Tensor:
 def last_true(mask: torch.Tensor, inclusive: bool = True) -> torch.Tensor:
     """Largest j <= i (j < i when not inclusive) with mask[j], or -1."""
     v = (mask * (positions(mask, torch.int32) + 1)).cummax(1).values - 1  # int32: several times cheaper
-    return (v if inclusive else shift_right(v, -1)).long()
+    return v if inclusive else shift_right(v, -1)
 
 
 def next_true(mask: torch.Tensor) -> torch.Tensor:
     """Smallest j > i with mask[j], or T (the row length) if there is none."""
     T = mask.shape[1]
     v = T - mask * _countdown(T, mask.device)  # j where mask, else T
-    return shift_left(v, T).flip(1).cummin(1).values.flip(1).long()
+    return shift_left(v, T).flip(1).cummin(1).values.flip(1)
 
 
 def first_true(mask: torch.Tensor) -> torch.Tensor:
-    """[B] index of the first True per row, or -1: an int32 row maximum of T - position."""
+    """[B] index of the first True per row, or -1 (int32): an int32 row maximum of T - position."""
     T = mask.shape[1]
     left = (mask * _countdown(T, mask.device)).amax(1)
-    return torch.where(left > 0, T - left, -1).long()
+    return torch.where(left > 0, T - left, -1)
+
+
+def row_offsets(B: int, W: int, device) -> torch.Tensor:
+    """[B, 1] int32 flat offsets of the rows of a contiguous [B, W] tensor (row * W)."""
+    return torch.arange(0, B * W, W, dtype=torch.int32, device=device)[:, None]
+
+
+def pick(x: torch.Tensor, flat: torch.Tensor) -> torch.Tensor:
+    """x.gather(1, columns) for a contiguous x [B, W], given flat = row * W + column (int32, any
+    shape): one index_select on the flattened x, with no int64 copy of the indices."""
+    return x.view(-1).index_select(0, flat.reshape(-1)).view(flat.shape)
 
 
 def gather(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """x[b, idx[b, ...]] with idx clamped into range (callers mask invalid indices)."""
+    """x[b, idx[b, ...]] with idx clamped into range (callers mask invalid indices). idx: [B] of any
+    integer dtype, or [B, ...] int64, or [B, n] int32 (read by `pick`; x then contiguous)."""
+    W = x.shape[1]
     if idx.dim() == 1:
-        return x.gather(1, idx.clamp(0, x.shape[1] - 1)[:, None])[:, 0]
-    return x.gather(1, idx.clamp(0, x.shape[1] - 1))
+        return x.gather(1, idx.clamp(0, W - 1).long()[:, None])[:, 0]
+    if idx.dtype == torch.int64:
+        return x.gather(1, idx.clamp(0, W - 1))
+    return pick(x, idx.clamp(0, W - 1).add_(row_offsets(x.shape[0], W, x.device)))
 
 
 def take(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:

@@ -7,9 +7,10 @@ with no Python loop over programs and no host synchronisation but the one read t
 number list): per-byte facts (token start, boundary, error, escape, paren, newline, number digit and
 digit value) are one int16 table lookup on the transition index, counts are int32 prefix sums (one
 int64 one packs characters, newlines and number fields), token ends come from one amax scatter per
-boundary stretch, line starts from a running maximum, and token fields are gathers at the compacted
-token starts. Number values are worked out on the number tokens alone. On a CPU, index_select beats
-a gather on an expanded table, and a full-mask `where` or a bool argmax is avoided.
+boundary stretch, line starts from a running maximum, and token fields are read at the compacted
+token starts through flat int32 indices (common.pick); the Tokens' positions, lines, columns and
+kinds are int32. Number values are worked out on the number tokens alone. On a CPU, index_select
+beats a gather on an expanded table, and a full-mask `where` or a bool argmax is avoided.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import torch
 
 from ...lang import spec
 from . import dfa
-from .common import BIG, perfect_hash, signed64, take
+from .common import BIG, perfect_hash, pick, row_offsets, signed64, take
 
 _TABLES: dict = {}
 # what a byte adds to the packed prefix count of lex (int64): characters (bits 0-13) and newlines (14-27) of
@@ -158,7 +159,8 @@ class _First:
 
 @dataclass
 class Tokens:
-    """Token arrays [B, T]; kind 0 pads. Errors are (code, byte position) per program."""
+    """Token arrays [B, T]; kind 0 pads. Errors are (code, byte position) per program. Kinds, offsets,
+    lines, columns and counts are int32; key and hash int64."""
 
     kind: torch.Tensor
     start: torch.Tensor  # byte offset in the normalised source
@@ -173,19 +175,19 @@ class Tokens:
     prefix_bad: torch.Tensor  # strings with an f/b prefix
     count: torch.Tensor  # [B] tokens per program
     truncated: torch.Tensor  # [B] more tokens than the arrays hold
-    lex_error: torch.Tensor  # [B] lexical error code (dfa.E_*), 0 = none
+    lex_error: torch.Tensor  # [B] lexical error code (dfa.E_*), 0 = none (int64)
     lex_line: torch.Tensor  # [B]
     lex_col: torch.Tensor  # [B]
     data_padded: torch.Tensor  # normalised bytes [B, L + 1]
-    lengths: torch.Tensor  # [B]
-    hash_prefix: torch.Tensor  # [B, L + 2] hash_prefix(data_padded), for hashes of other spans
+    lengths: torch.Tensor  # [B] of the normalised sources
+    hash_prefix: torch.Tensor  # [B, L + 1] int64 hash_prefix(data_padded), for hashes of other spans
 
 
 def normalize_newlines(data: torch.Tensor, lengths: torch.Tensor, width: int):
     """CRLF -> LF, lone CR -> LF, on the device (as lexer.normalize_newlines does on the host).
 
     Returns the DFA input [B, width] as packed int64 words (the byte, EOF_BYTE past the end, and its
-    class offsets, see _X_CS) and the new lengths."""
+    class offsets, see _X_CS) and the new lengths (int32)."""
     B, L = data.shape
     t = _tables(data.device)
     keep = torch.arange(L, dtype=torch.int32, device=data.device) < lengths[:, None].int()
@@ -193,7 +195,7 @@ def normalize_newlines(data: torch.Tensor, lengths: torch.Tensor, width: int):
     slot = keep.cumsum(1, dtype=torch.int32)
     x = torch.full((B, width + 1), dfa.EOF_BYTE, dtype=torch.int16, device=data.device)
     x.scatter_(1, (slot * keep).long(), data.short())  # dropped bytes go to slot 0
-    return take(t["input"], x[:, 1:].int()), slot[:, -1].long()
+    return take(t["input"], x[:, 1:].int()), slot[:, -1]
 
 
 def _run_dfa(x: torch.Tensor, t: dict) -> torch.Tensor:
@@ -276,7 +278,7 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     last_end = (limit - ((det_dfa == limit) & unfinished).long()).clamp(max=L + 1).int()[:, None]
     kept = fact(F_START) & (end_pos <= last_end)
     cand = fact(F_NL) & (pos < limit.clamp(max=L + 1).int()[:, None]) & (depth == delta)
-    cand.scatter_(1, lengths[:, None], ~has_error[:, None])  # the end of the file (the EOF byte is no F_NL)
+    cand.scatter_(1, lengths[:, None].long(), ~has_error[:, None])  # the end of the file (the EOF byte is no F_NL)
     # a candidate is a NEWLINE when the last kept token or candidate before it is a token: the
     # running maximum of 2 (i + 1) + kept over both
     mark = (kept | cand) * (pos1.short() * 2) + kept
@@ -289,19 +291,19 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     # compaction to [B, T]: the one scalar read inside the pipeline sizes the token arrays to the
     # longest program's token count instead of its byte count (about 4x smaller), and the number list
     n_sel = selected.cumsum(1, dtype=torch.int32)
-    total = n_sel[:, -1].long()
-    T, NT = torch.stack([total.max(), digits[:, -1].max().long()]).tolist()  # a number has a digit
+    total = n_sel[:, -1]
+    T, NT = torch.stack([total.max(), digits[:, -1].max()]).tolist()  # a number has a digit
     T, NT = max(1, min(T, max_tokens)), max(1, NT)
     slots = torch.zeros((B, T + 2), dtype=torch.int32, device=dev)
     slots.scatter_(1, (n_sel * selected).clamp_(max=T + 1).long(), pos.expand(B, L))  # slot 0 and T + 1 discard
-    start32 = slots[:, 1:T + 1]
-    tok_start = start32.long()
+    tok_start = slots[:, 1:T + 1].contiguous()
     count = total.clamp(max=T)
     truncated = total > T  # over the limits anyway; the end-of-file rules must not fire
-    valid = torch.arange(T, device=dev) < count[:, None]
-    end32 = end_pos.gather(1, tok_start) * valid  # a NEWLINE's byte is a stretch of its own
-    tok_end = end32.long()
-    kind = take(t["token_kind"], trans.gather(1, (tok_end - 1).clamp_(min=0))) * valid  # int32
+    valid = torch.arange(T, dtype=torch.int32, device=dev) < count[:, None]
+    row_l = row_offsets(B, L, dev)
+    tok_end = pick(end_pos, tok_start + row_l).mul_(valid)  # a NEWLINE's byte is a stretch of its own
+    W = trans_all.shape[1]
+    kind = take(t["token_kind"], pick(trans_all, (tok_end - 1).clamp_(min=0).add_(row_offsets(B, W, dev)))) * valid
 
     # counts over [0, i): characters, newlines, number fields
     counts = torch.zeros((B, L + 1), dtype=torch.int64, device=dev)
@@ -311,27 +313,33 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     torch.mul(facts[:, :-1] & F_LF, pos1[:-1], out=line_at[:, 1:])
     line_at = line_at.cummax(1).values
 
-    def place(p, one):  # (line, col, line start) of byte positions p; 0, 0, 0 at p = 0 with one = 0
-        z = counts.gather(1, p)
-        ls = (line_at.gather(1, p) >> _LF_SHIFT).long()
-        return ((z >> _Q_NL) & _M14) + one, ((z - counts.gather(1, ls)) & _M14) + one, ls
+    # the fields read are in the low halves of counts' words, read as int32 (2 * flat index)
+    low = counts.view(torch.int32).view(-1)
+    row_c2 = row_offsets(B, 2 * (L + 1), dev)
 
-    tok_line, tok_col, tok_line_start = place(tok_start, valid.long())  # padding starts at 0
-    lex_line, lex_col, _ = (v[:, 0] for v in place(rep.clamp(0, L - 1)[:, None], 1))
+    def place(p, one):  # (line, col, line start) of byte positions p (int32); 0, 0, 0 at p = 0 with one = 0
+        z = low.index_select(0, (p * 2 + row_c2).view(-1)).view(p.shape)
+        ls = pick(line_at, p + row_offsets(B, L, dev)) >> _LF_SHIFT
+        zl = low.index_select(0, (ls * 2 + row_c2).view(-1)).view(p.shape)
+        return ((z >> _Q_NL) & _M14) + one, ((z - zl) & _M14) + one, ls
+
+    tok_line, tok_col, tok_line_start = place(tok_start, valid)  # padding starts at 0
+    lex_line, lex_col, _ = (v[:, 0] for v in place(rep.clamp(0, L - 1).int()[:, None], 1))
 
     # names: packed key (keyword and builtin lookups) and a hash of the full text (identity)
-    length = end32 - start32
-    head = _words(b).gather(1, ((start32 & 7) * ((L + 7) // 8) + (start32 >> 3)).long())  # bytes start..start+7
+    length = tok_end - tok_start
+    n8 = (L + 7) // 8
+    head = pick(_words(b), ((tok_start & 7) * n8 + (tok_start >> 3)).add_(row_offsets(B, 8 * n8, dev)))  # bytes start..
+
     key = (head & take(t["byte_mask"], length.clamp(max=9))) | ((8 - length) >> 31)  # -1 past 8 bytes
     prefix = hash_prefix(b)
     tok_hash = _span_hash(prefix, tok_start, tok_end)
     is_kw, kw_delta = _keyword_delta(key)
     kind += kw_delta * (is_kw & (kind == spec.TOK["name"]))
-    tok_kind = kind.long()
 
     prefix_bad = (kind == spec.TOK["string"]) & take(t["prefix_bad"], head & 0xFFFF)
     value, slow = _numbers(t, facts, digits, at_end, counts, kind == spec.TOK["number"], NT, tok_start, tok_end)
-    return Tokens(tok_kind, tok_start, tok_end, tok_line, tok_col, tok_line_start, key, tok_hash, value, slow, prefix_bad,
+    return Tokens(kind, tok_start, tok_end, tok_line, tok_col, tok_line_start, key, tok_hash, value, slow, prefix_bad,
                   count, truncated, code, lex_line, lex_col, b, lengths, prefix)
 
 
@@ -415,14 +423,15 @@ def hash_prefix(b: torch.Tensor) -> torch.Tensor:
 
 
 def _span_hash(prefix: torch.Tensor, start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
-    """span_hash for spans inside the row."""
+    """span_hash for spans inside the row (start, end [B, n] int32)."""
     _, bw = _powers(prefix.shape[1], prefix.device)
-    h = (prefix.gather(1, end) - prefix.gather(1, start)) * take(bw, start)
+    rows = row_offsets(prefix.shape[0], prefix.shape[1], prefix.device)
+    h = (pick(prefix, end + rows) - pick(prefix, start + rows)) * take(bw, start)
     return h ^ (h >> 29)
 
 
 def span_hash(prefix: torch.Tensor, start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
-    """A 64-bit polynomial hash of each span [start, end) of bytes: differences of the hash_prefix sums,
+    """A 64-bit polynomial hash of each span [start, end) of bytes (int32 offsets): differences of the hash_prefix sums,
     shifted back by P^-start, times the golden-ratio multiplier to spread short names over all 64 bits
     (users of the hash may keep only the top bits)."""
     L = prefix.shape[1] - 1
@@ -457,9 +466,11 @@ def _numbers(t, facts, digits, at_end, counts, is_number, NT, tok_start, tok_end
     tok = listed[:, 1:].long()
     tok = torch.where(torch.arange(NT, device=dev) < n_num[:, -1:], tok, T)  # padding to a discarded slot
     start, end = tok_start.gather(1, tok.clamp(max=T - 1)), tok_end.gather(1, tok.clamp(max=T - 1))
+    rows = row_offsets(B, counts.shape[1], dev)
+    start_at, end_at = start + rows, end + rows
 
-    c = counts.gather(1, end) - counts.gather(1, start)
-    v = weighted.gather(1, end) - weighted.gather(1, start)
+    c = pick(counts, end_at) - pick(counts, start_at)
+    v = pick(weighted, end_at) - pick(weighted, start_at)
     exp = ((c >> _Q_MINUS) & 4095).clamp_(max=10)  # 2 * exponent digits + minus
     scale = take(t["exp_scale"], exp)
     m = v // scale

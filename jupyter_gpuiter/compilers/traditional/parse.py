@@ -20,8 +20,8 @@ Statements are split by walls (`=`, `op=`, `return`, NEWLINE) whose binding powe
 
 Everything inside is int32 (binding powers, positions, counts; INF = 2^30), gathers and
 lookups go through flat int32 indices (index_select, no int64 index copies), and
-integer selects are arithmetic (a CPU `where` over a full mask is not vectorised); the Tree's fields
-are converted to their int64 dtypes at the end.
+integer selects are arithmetic (a CPU `where` over a full mask is not vectorised). The Tree's fields
+are int32 as computed (node and statement kinds uint8).
 
 Validity is local (Python's expression grammar on these tokens is an operator-precedence grammar):
 operands and operators must alternate, `not` may only start an operand of and/or/not, a ternary
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import torch
 
 from ...lang import spec
-from .common import BIG, positions, shift_left, shift_right, take
+from .common import BIG, pick, positions, shift_left, shift_right, take
 from .lex import Tokens
 from .rules import OPERAND_END, Structure
 
@@ -108,7 +108,7 @@ def _class_tables() -> dict:
         if flags["wall"][c]:
             lb[c] = rb[c] = WALL
     i32 = torch.int32
-    out = {"lb": torch.tensor(lb, dtype=i32), "rb": torch.tensor(rb, dtype=i32), "nt": torch.tensor(nt, dtype=i32)}
+    out = {"lb": torch.tensor(lb, dtype=i32), "rb": torch.tensor(rb, dtype=i32), "nt": torch.tensor(nt, dtype=torch.uint8)}
     for name, cs in (("call", [C_CALL]), ("group", [K["("]]), ("rpar", [K[")"]]), ("comma", [K[","]]),
                      ("if", [K["if"]]), ("else", [K["else"]]), ("assign", [K["="]]), ("return", [K["return"]])):
         flags[name] = having(cs)
@@ -121,7 +121,7 @@ def _class_tables() -> dict:
     out["target_ok"] = torch.tensor([True] * n + flags.pop("target_aug") + flags.pop("target_eq"))
     out["role_class"] = torch.tensor([0, C_PREFIX, C_CALL, C_DEAD, C_WALL], dtype=i32)
     # by (`=`) + 2 * (`op=`) + 4 * (`return`) + 8 * (first token)
-    out["stmt_kind"] = torch.tensor([0] * 8 + [4, 1, 2, 2, 3, 3, 3, 3])
+    out["stmt_kind"] = torch.tensor([0] * 8 + [4, 1, 2, 2, 3, 3, 3, 3], dtype=torch.uint8)
     out.update({f: torch.tensor(v) for f, v in flags.items()})
     return out
 
@@ -143,7 +143,9 @@ def _tables(device) -> dict:
 
 @dataclass
 class Tree:
-    ntype: torch.Tensor  # [B, T] node type at the node's token (N_*)
+    """Per token [B, T], int32 unless noted; -1 marks none."""
+
+    ntype: torch.Tensor  # [B, T] uint8 node type at the node's token (N_*)
     child: torch.Tensor  # [B, T, 3] value-node children (-1 = none); ternary: (cond, then, else)
     parent: torch.Tensor  # [B, T] call of each argument node (-1)
     arg_rank: torch.Tensor  # [B, T] argument index of argument nodes
@@ -158,12 +160,12 @@ class Tree:
     stmt_value: torch.Tensor  # [B, T] at a statement's first token: its value node (-1)
     stmt_targets: torch.Tensor  # [B, T] value node of each token (through parentheses)
     target_of: torch.Tensor  # [B, T] assignment-target roots: their statement's first token (-1)
-    stmt_kind: torch.Tensor  # [B, T] at the first token: 0 none, 1 assign, 2 aug, 3 return, 4 expression
+    stmt_kind: torch.Tensor  # [B, T] uint8 at the first token: 0 none, 1 assign, 2 aug, 3 return, 4 expression
     stmt_aug: torch.Tensor  # [B, T] at the first token: the aug operator token (-1)
     n_targets: torch.Tensor  # [B, T] at the first token
     stmt_first: torch.Tensor  # [B, T] first token of each body token's statement
     body: torch.Tensor  # [B, T] tokens of body statements
-    syntax: torch.Tensor  # [B] first bad token (BIG = none)
+    syntax: torch.Tensor  # [B] int64 first bad token (BIG = none)
 
 
 def nearest_smaller(rbp: torch.Tensor, lbp: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -206,12 +208,6 @@ def _bits(word: torch.Tensor, n: int = 8) -> list[torch.Tensor]:
     return [(word if i == 0 else word >> i).bitwise_and(1).view(torch.bool) for i in range(n)]
 
 
-def _pick(x: torch.Tensor, flat: torch.Tensor) -> torch.Tensor:
-    """x.gather(1, columns) for a contiguous x [B, W], given flat = row * W + column (int32): one
-    index_select on the flattened x, with no int64 copy of the indices."""
-    return x.view(-1).index_select(0, flat.reshape(-1)).view(flat.shape)
-
-
 def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     kind = tk.kind
     dev = kind.device
@@ -222,10 +218,9 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     pos1 = pos + 1
     row_t = torch.arange(0, B * T, T, dtype=i32, device=dev)[:, None]  # flat offsets of rows [B, T]
     row_t1 = row_t + torch.arange(B, dtype=i32, device=dev)[:, None]  # and of rows [B, T + 1]
-    kind32 = kind.int()
     lid = st.line_id
     ol = st.one_line[:, None]
-    hc = st.header_colon[:, None].int()
+    hc = st.header_colon[:, None]
     after = lid >= 1  # line ids are >= 0 at valid tokens
     newline = kind == K["newline"]
     body = st.valid & ~newline & ~st.docstring & ((ol & ~after & (pos > hc)) | (~ol & after))
@@ -243,13 +238,13 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     live = body & ~dead
 
     # each token's class: its kind, or the role its context gives it
-    pm_prefix = take(tab["plus_minus"], kind32) & ~shift_right(take(tab["operand_end"], kind32), False)
+    pm_prefix = take(tab["plus_minus"], kind) & ~shift_right(take(tab["operand_end"], kind), False)
     # the roles in priority order are the classes above the kinds in increasing order: the class
     # is the largest of the kind and the roles' classes, found by uint8 maxima of role numbers
     u8 = torch.uint8
     role = torch.maximum(pm_prefix.view(u8), st.is_call.view(u8) * 2)
     role = torch.maximum(torch.maximum(role, dead.view(u8) * 3), (~body).view(u8) * 4)
-    cls = torch.maximum(kind32, take(tab["role_class"], role.int()))
+    cls = torch.maximum(kind, take(tab["role_class"], role.int()))
     prefix, binary, wall, aug, is_cmp, starts, follows, last_ok = _bits(take(tab["flags_a"], cls))
     call, group, rpar, comma, is_if, is_else, assign, ret = _bits(take(tab["flags_b"], cls))
 
@@ -257,7 +252,7 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     # take their binding power (WALL) from the tables alone
     ifs = is_if.int()
     tern = (ifs - is_else.int()).cumsum(1, dtype=i32)
-    base = (tern.sub_(ifs).sub_(rpar.int()).add_(st.depth.int())).mul_(S).mul_(~wall)
+    base = (tern.sub_(ifs).sub_(rpar.int()).add_(st.depth)).mul_(S).mul_(~wall)
     lbp = (base + take(tab["lb"], cls)).clamp_(max=INF)
     rbp = base.add_(take(tab["rb"], cls)).clamp_(max=INF)
 
@@ -286,22 +281,21 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     for _ in range(max(1, (spec.MAX_NESTING + 1).bit_length())):
         vn_flat = vn_flat.index_select(0, vn_flat)
     vn_flat = vn_flat.view(B, T)
-    vn32 = vn_flat - row_t
-    vn = vn32.long()
+    vn = vn_flat - row_t
     vn_ext = torch.cat([torch.full_like(vn[:, :1], -1), vn], 1)  # value of token t at t + 1; -1 at 0
 
     # node types: each role's type is above the types it replaces (N_ATTR above the atoms', N_GROUP
     # above N_TUPLE, N_CALLEE above all), so roles apply as maxima
     ntype = take(tab["nt"], cls)
     role = torch.maximum((ns & (ntype <= N_BOOL)).view(u8) * N_ATTR, grouped.view(u8) * N_GROUP)
-    ntype = torch.maximum(ntype, role.int())
+    ntype = torch.maximum(ntype, role)
     lo1 = left_of + 1
     callee1 = lo1 * call  # callee + 1
     callee_mask = torch.zeros((B, T + 1), dtype=torch.bool, device=dev)
     callee_mask.scatter_(1, (callee1 - 1 - T).mul_(callee1 > 0).add_(T).long(), True)
-    ntype = torch.maximum(ntype, (callee_mask[:, :T] & (ntype != N_NONE)).int().mul_(N_CALLEE))
+    ntype = torch.maximum(ntype, (callee_mask[:, :T] & (ntype != N_NONE)).view(u8) * N_CALLEE)
     callee = callee1 - 1
-    attr = (_pick(attr, callee.clamp(min=0).add_(row_t)) - attr).mul_(call).add_(attr)
+    attr = (pick(attr, callee.clamp(min=0).add_(row_t)) - attr).mul_(call).add_(attr)
     name_tok = (callee - pos).mul_(call).add_(pos)
     name_tok = (attr - name_tok).mul_(attr >= 0).add_(name_tok)
 
@@ -309,18 +303,18 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     lo_c = left_of.clamp(min=0)
     lo_full = lo_c + row_t1
     ro1 = right_of + 1
-    c0 = (_pick(right_full, lo_full) + 1).mul_(is_else).add_(ro1 * prefix).add_(lo1 * binary)
-    c1 = (_pick(left_full, lo_full) + 1).mul_(is_else).add_(ro1 * (binary | prefix))
+    c0 = (pick(right_full, lo_full) + 1).mul_(is_else).add_(ro1 * prefix).add_(lo1 * binary)
+    c1 = (pick(left_full, lo_full) + 1).mul_(is_else).add_(ro1 * (binary | prefix))
     c2 = ro1 * is_else
-    child = _pick(vn_ext, torch.stack([c0, c1, c2], -1).add_(row_t1[:, :, None]))
-    chained = is_cmp & _pick(is_cmp, lo_c.add_(row_t)) & (left_of >= 0)
+    child = pick(vn_ext, torch.stack([c0, c1, c2], -1).add_(row_t1[:, :, None]))
+    chained = is_cmp & pick(is_cmp, lo_c.add_(row_t)) & (left_of >= 0)
 
     # call arguments: the roots hanging under the call's `(` or under its commas
     par = parent_tok.clamp(min=0).add_(row_t)
-    under_comma = _pick(comma, par)
-    under_call = has_parent & ~comma & (_pick(call, par) | under_comma)
-    enclosing = st.enclosing.int()
-    call_of = (_pick(enclosing, par) - parent_tok).mul_(under_comma).add_(parent_tok)
+    under_comma = pick(comma, par)
+    under_call = has_parent & ~comma & (pick(call, par) | under_comma)
+    enclosing = st.enclosing
+    call_of = (pick(enclosing, par) - parent_tok).mul_(under_comma).add_(parent_tok)
     arg = under_call & (call_of >= 0) & (pos > call_of)
     # depth: the member intervals (L(j), R(j)) covering each node (subtrees are nested intervals)
     ends = torch.zeros((B, T + 1), dtype=i32, device=dev)
@@ -333,11 +327,11 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     n_commas = torch.zeros((B, T + 1), dtype=i32, device=dev)
     enc_ok = enclosing >= 0
     n_commas.scatter_add_(1, (enclosing - T).mul_(comma & enc_ok).add_(T).long(), comma.int())
-    own = (comma.int() - _pick(n_commas, enclosing.clamp(min=0).add_(row_t1)).mul_(rpar)).cumsum(1, dtype=i32)
-    rank = own - _pick(own, call_of.clamp(min=0).add_(row_t))
+    own = (comma.int() - pick(n_commas, enclosing.clamp(min=0).add_(row_t1)).mul_(rpar)).cumsum(1, dtype=i32)
+    rank = own - pick(own, call_of.clamp(min=0).add_(row_t))
     parent = torch.full((B, T + 1), -1, dtype=i32, device=dev)
     arg_rank = torch.zeros((B, T + 1), dtype=i32, device=dev)
-    arg_at = (vn32 - T).mul_(arg).add_(T).long()
+    arg_at = (vn - T).mul_(arg).add_(T).long()
     parent.scatter_(1, arg_at, (call_of + 1).mul_(arg).sub_(1))
     arg_rank.scatter_(1, arg_at, rank)
     n_args = torch.zeros((B, T + 1), dtype=i32, device=dev)
@@ -349,9 +343,9 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     # syntax: operands and operators alternate; `not`, `if`/`else` in their places
     p1 = shift_right(_last(live, pos1), 0)  # previous live token + 1
     p_idx = (p1 - 1).clamp_(min=0)
-    same = (p1 > 0) & (_pick(stmt_first, p_idx + row_t) == stmt_first)
+    same = (p1 > 0) & (pick(stmt_first, p_idx + row_t) == stmt_first)
     p_tok = (p1 * same).sub_(1)
-    p_cls = _pick(cls, p_idx.mul_(same).add_(row_t))
+    p_cls = pick(cls, p_idx.mul_(same).add_(row_t))
     p_end, p_lpar, p_not_ctx, p_comma = _bits(take(tab["flags_p"], p_cls), 4)
     p_end = p_end & same
     bad = starts & p_end
@@ -381,9 +375,9 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     in_pair.scatter_(1, order, pair | shift_right(pair, False))
     bad |= ie & ~in_pair
     # targets: the roots just left of `=` / `op=`
-    code = _pick(torch.cat([take(tab["assign_code"], kind32), torch.zeros_like(pos[:, :1])], 1), R + row_t1)
+    code = pick(torch.cat([take(tab["assign_code"], kind), torch.zeros_like(pos[:, :1])], 1), R + row_t1)
     tgt = root & (code > 0)
-    bad |= tgt & ~take(tab["target_ok"], code.mul_(NT).add_(_pick(ntype, vn_flat)))
+    bad |= tgt & ~take(tab["target_ok"], code.mul_(NT).add_(pick(ntype, vn_flat)))
     # statements: `return` first; `=` and `op=` do not mix; one `op=`
     # per-statement counts, at the statement's first token (the first of its tokens to be bad), of
     # targets and `=` (16-bit fields) and of `op=`
@@ -399,14 +393,14 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     syntax = torch.where(last > 0, T - last.long(), BIG)
 
     value_root = root & ~tgt
-    stmt_value = torch.full((B, T + 1), -1, dtype=torch.long, device=dev)
+    stmt_value = torch.full((B, T + 1), -1, dtype=i32, device=dev)
     stmt_value.scatter_(1, (sf1 - 1 - T).mul_(value_root).add_(T).long(), vn)
     kind_at = n_asg.clamp_(max=1).add_(n_aug.clamp_(max=1), alpha=2).add_(ret.int(), alpha=4).add_(first.int(), alpha=8)
     stmt_kind = take(tab["stmt_kind"], kind_at)
     stmt_aug = torch.full((B, T + 1), -1, dtype=i32, device=dev)
     stmt_aug.scatter_(1, (sf1 - 1 - T).mul_(aug).add_(T).long(), pos)
     target_of = sf1.mul(tgt).sub_(1)
-    return Tree(ntype.long(), child, parent[:, :T].long(), arg_rank[:, :T].long(), n_args[:, :T].long(), attr.long(),
-                name_tok.long(), callee.long(), node_start.long(), node_end.long(), depth.long(), chained,
-                stmt_value[:, :T], vn, target_of.long(), stmt_kind, stmt_aug[:, :T].long(), n_targets.long(),
-                stmt_first.long(), body, syntax)
+    return Tree(ntype, child, parent[:, :T], arg_rank[:, :T], n_args[:, :T], attr, name_tok, callee, node_start,
+                node_end, depth, chained, stmt_value[:, :T].contiguous(), vn, target_of, stmt_kind,
+                stmt_aug[:, :T].contiguous(), n_targets,
+                stmt_first, body, syntax)

@@ -16,7 +16,6 @@ from ...lang import spec
 from ...lang.errors import KIND_CODES
 from ...lang.rules import P_FILE, P_INDENT, P_LIMIT, P_TOKEN
 from .common import (
-    BIG,
     FirstError,
     error_key,
     first_true,
@@ -62,6 +61,7 @@ MESSAGES = [
 MSG = {m: i for i, (_, m) in enumerate(MESSAGES)}
 NAMESPACE_KEYS = [pack_key(n) for n in spec.NAMESPACES]
 OPERAND_END = [K["name"], K["number"], K["string"], K["True"], K["False"], K[")"]]
+INF = 1 << 30  # above every (depth, position) key: depths and positions are below 2^12
 
 
 _MEMBERSHIP: dict = {}
@@ -80,7 +80,8 @@ def isin(x: torch.Tensor, values) -> torch.Tensor:
 
 @dataclass
 class Structure:
-    """What later passes need: logical lines, brackets, the header, the docstring."""
+    """What later passes need: logical lines, brackets, the header, the docstring. Integers are int32
+    (error keys int64)."""
 
     valid: torch.Tensor  # [B, T] token exists
     line_id: torch.Tensor  # [B, T] logical line of each token
@@ -97,7 +98,7 @@ class Structure:
 
 def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     kind = tk.kind
-    B, T = kind.shape
+    T = kind.shape[1]
     pos = positions(kind)
     valid = pos < tk.count[:, None]
     errors = FirstError(tk.line, tk.col, valid)
@@ -108,25 +109,25 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     prev = shift_right(kind, K["newline"])
     nxt = shift_left(kind, K["newline"])
     is_open, is_close = kind == K["("], kind == K[")"]
-    delta = is_open.long() - is_close.long()
-    depth_after = delta.cumsum(1)
+    delta = is_open.int() - is_close.int()
+    depth_after = delta.cumsum(1, dtype=torch.int32)
     depth = depth_after - delta
     # brackets
     is_call = is_open & (prev == K["name"])
     fail(is_open & isin(prev, OPERAND_END[1:]), "only builtin functions can be called")
     fail(is_open & (depth_after > spec.MAX_NESTING), f"more than {spec.MAX_NESTING} nested brackets", P_LIMIT)
-    suffix_min = shift_left(depth_after, BIG).flip(1).cummin(1).values.flip(1)
-    suffix_min = torch.where(pos + 1 < tk.count[:, None], suffix_min, depth_after[:, -1:].expand(B, T) * 0 + BIG)
+    suffix_min = shift_left(depth_after, INF).flip(1).cummin(1).values.flip(1)
+    suffix_min = torch.where(pos + 1 < tk.count[:, None], suffix_min, INF)
     fail(is_open & (suffix_min >= depth_after) & complete[:, None], "'(' was never closed")
-    level_key = torch.where(is_open & valid, depth_after * (T + 1) + pos, BIG).sort(1).values
+    level_key = torch.where(is_open & valid, depth_after * (T + 1) + pos, INF).sort(1).values
     query = depth * (T + 1) + pos
-    found = torch.searchsorted(level_key, query) - 1
+    found = torch.searchsorted(level_key, query, out_int32=True) - 1
     cand = gather(level_key, found)
     enclosing = torch.where((found >= 0) & (cand // (T + 1) == depth) & (depth > 0), cand % (T + 1), -1)
 
     # the file: a `def` header, then its body
     is_nl = kind == K["newline"]
-    line_id = is_nl.long().cumsum(1) - is_nl.long()
+    line_id = is_nl.cumsum(1, dtype=torch.int32) - is_nl.int()
     line_start_tok = valid & ~is_nl & ((pos == 0) | (prev == K["newline"]))
     first_end = first_true(is_nl & valid)
     first_end = torch.where(first_end >= 0, first_end, tk.count)
@@ -143,7 +144,7 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     header_colon = torch.where((header_close >= 0) & (after < first_end) & (gather(kind, after) == K[":"]), after, -1)
     in_header = (pos > header_open[:, None]) & (pos < header_end[:, None]) & (header_open[:, None] >= 0)
     is_param = in_header & (kind == K["name"]) & (enclosing == header_open[:, None])
-    n_params = is_param.long().cumsum(1)
+    n_params = is_param.cumsum(1, dtype=torch.int32)
     fail(is_param & (n_params == spec.MAX_PARAMS + 1), MESSAGES[6][1], P_LIMIT)
     fail(in_header & ~is_param & (kind != K[","]), MESSAGES[7][1])
     one_line = (header_colon >= 0) & (header_colon + 1 < first_end)
@@ -177,13 +178,13 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     docstring = doc_range & doc_ok[:, None]
 
     # token by token
-    significant = (valid & ~is_nl).long().cumsum(1)
+    significant = (valid & ~is_nl).cumsum(1, dtype=torch.int32)
     fail(~is_nl & (significant == spec.MAX_TOKENS + 1), MESSAGES[13][1], P_LIMIT)
     fail((kind == K["number"]) & (tk.end - tk.start > spec.MAX_NUMBER_CHARS), MESSAGES[26][1], P_LIMIT)
     prefix = ((kind == K["-"]) | (kind == K["+"])) & ~isin(prev, OPERAND_END) | (kind == K["not"])
     run = pos - last_true(~prefix)
     fail(prefix & (run == spec.MAX_NESTING + 1), MESSAGES[14][1], P_LIMIT)
-    enc_call = gather(is_call.long(), enclosing).bool() | (enclosing == header_open[:, None])
+    enc_call = gather(is_call, enclosing) | (enclosing == header_open[:, None])
     in_call = (enclosing >= 0) & enc_call
     prev_key = shift_right(tk.key, 0)
     fail(kind == K["bad-keyword"], MESSAGES[15][1])

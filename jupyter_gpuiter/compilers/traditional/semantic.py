@@ -23,7 +23,19 @@ import torch
 
 from ...lang import spec
 from ...lang.errors import KIND_CODES
-from .common import BIG, NO_ERROR, error_key, gather, perfect_hash, select, shift_left, shift_right, take
+from .common import (
+    BIG,
+    NO_ERROR,
+    error_key,
+    gather,
+    perfect_hash,
+    pick,
+    row_offsets,
+    select,
+    shift_left,
+    shift_right,
+    take,
+)
 from .lex import Tokens, pack_key
 from .parse import N_ATTR, N_BIN, N_CALL, N_NAME, N_TUPLE, Tree
 from .rules import Structure
@@ -55,6 +67,8 @@ CONSTANT_NAMES = list(spec.CONSTANTS)
 
 @dataclass
 class Semantics:
+    """int32 but for the bools and the error key (int64)."""
+
     source: torch.Tensor  # [B, T] for name references: binding source (node pos, or T + param index), else -1
     const_name: torch.Tensor  # [B, T] name/attr nodes that are constants: index into CONSTANT_NAMES, else -1
     builtin: torch.Tensor  # [B, T] call nodes: index into BUILTIN_NAMES, else -1
@@ -131,13 +145,13 @@ def _is(x8: torch.Tensor, value: int) -> torch.Tensor:
 
 
 def _marks(mask: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """[B, T] bool, True at idx[b, i] for the masked i (each place marked by at most one masked i)."""
+    """[B, T] bool, True at idx[b, i] (int32) for the masked i (each place marked by at most one masked i)."""
     if mask.is_cuda:  # bool scatters to a spare column there
         B, T = mask.shape
         out = torch.zeros((B, T + 1), dtype=torch.bool, device=mask.device)
-        return out.scatter_(1, torch.where(mask, idx, T), True)[:, :T]
+        return out.scatter_(1, torch.where(mask, idx, T).long(), True)[:, :T]
     out = torch.zeros(mask.shape, dtype=u8, device=mask.device)
-    return out.scatter_add_(1, idx, mask.view(u8)).clamp_(max=1).view(torch.bool)
+    return out.scatter_add_(1, idx.long(), mask.view(u8)).clamp_(max=1).view(torch.bool)
 
 
 def _decode(inv_base: torch.Tensor, code: torch.Tensor) -> torch.Tensor:
@@ -153,12 +167,11 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     B, T = kind.shape
     assert T < 4096  # (2 * spec.MAX_TOKENS + 2) for 13-bit times and 12-bit places and priorities
     pos = torch.arange(T, dtype=i32, device=dev)  # [T], broadcast over the rows
-    pos64 = torch.arange(T, device=dev)
     countdown = T - pos  # (mask * countdown).amax(1): T - the first masked position, 0 if none
-    count = tk.count.int()
+    count = tk.count
     valid = pos < count[:, None]
     body = tr.body
-    ntype = tr.ntype.to(u8)
+    ntype = tr.ntype
 
     # Errors. Every error of this pass is at a token, and tokens' (line, col) grow with their
     # position, so the first error is the least (place, priority, kind code, message) with place =
@@ -182,7 +195,7 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     # the header: def NAME ( [NAME {, NAME} [,]] ) : with the body on the next lines or after the colon
     ho, hc, colon = st.header_open, st.header_close, st.header_colon
     is_name, is_comma, nl = _is(kind, K["name"]), _is(kind, K[","]), _is(kind, K["newline"])
-    inside = (pos > ho.int()[:, None]) & (pos < hc.int()[:, None])
+    inside = (pos > ho[:, None]) & (pos < hc[:, None])
     after_open_comma = shift_right(_is(kind, K["("]) | is_comma, False)
     after_name = shift_right(is_name, False)
     bad_param = inside & ((is_name & ~after_open_comma) | (is_comma & ~after_name))
@@ -206,13 +219,14 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     # tokens sort last.
     is_param = inside & is_name & (st.enclosing == ho[:, None])
     n_before = is_param.cumsum(1, dtype=i32)  # parameters up to each token: a parameter's index + 1
-    n_params = n_before[:, -1].long()
+    n_params = n_before[:, -1].clone()
     nl_at = (nl * (pos - T)).add_(T)
     stmt_end = torch.minimum(shift_left(nl_at, T).flip(1).cummin(1).values.flip(1), count[:, None])  # its NEWLINE
-    sf = tr.stmt_first.clamp(min=0)
-    first = body & (tr.stmt_first == pos64)
-    stmt_kind = tr.stmt_kind.to(u8)
-    skind = stmt_kind.gather(1, sf)
+    row_t = row_offsets(B, T, dev)
+    sf = tr.stmt_first.clamp(min=0).add_(row_t)  # flat
+    first = body & (tr.stmt_first == pos)
+    stmt_kind = tr.stmt_kind
+    skind = pick(stmt_kind, sf)
     is_target = tr.target_of >= 0  # target atoms (at the atom's token)
     tnode = _marks(is_target, tr.stmt_targets)  # their value nodes (through parentheses)
     name_node = body & _is(ntype, N_NAME)
@@ -220,6 +234,7 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     plain_call = calls & (tr.attr < 0)
     callee_at = tr.callee.clamp(min=0)
     callee = _marks(plain_call & (tr.callee >= 0), callee_at)
+    callee_at.add_(row_t)  # flat
     target_name = tnode & name_node
     aug_target = target_name & _is(skind, 2)
     asg_target = target_name & _is(skind, 1)
@@ -241,8 +256,8 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     before = torch.cat([torch.zeros_like(run[:, :1]), run], 1).gather(1, key_start.long())
     bind_at = torch.empty_like(run).scatter_(1, order, before.sub_(group).clamp_(min=0))  # binding token + 1, or 0
     # a binding's source: the value node, the aug operator token, or a parameter's own token
-    stmt_src = select(_is(stmt_kind, 2), tr.stmt_aug.int(), tr.stmt_value.int())  # at statements' first tokens
-    bind_src = select(asg_target | aug_target, stmt_src.gather(1, sf), pos)
+    stmt_src = select(_is(stmt_kind, 2), tr.stmt_aug, tr.stmt_value)  # at statements' first tokens
+    bind_src = select(asg_target | aug_target, pick(stmt_src, sf), pos)
     ref_src = torch.cat([torch.full_like(bind_src[:, :1], -1), bind_src], 1).gather(1, bind_at.long())
     # a parameter bound before its own binding has a duplicate name (only parameters bind that early)
     at_token(is_param & (bind_at > 0), "duplicate parameter")
@@ -258,10 +273,10 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     for _ in range(max(1, (T // 3).bit_length())):
         nxt, spare = torch.gather(nxt, 1, nxt, out=spare), nxt
     # sources: the chain's end; parameters as T + index
-    source = select(is_param, n_before.add_(T), pos + 1).gather(1, nxt).mul_(has_src).sub_(1).long()
+    source = select(is_param, n_before.add_(T), pos + 1).gather(1, nxt).mul_(has_src).sub_(1)
 
     # builtins and constants
-    name_key = tk.key.gather(1, tr.name_tok.clamp(0, T - 1))
+    name_key = gather(tk.key, tr.name_tok)
     mult, slot_key, slot_info, slot_arity = _name_slots(dev)
     prod = name_key * mult
     slot = prod.view(u8)[:, 7::8].long()  # its top byte, (prod >> 56) & 255 on a little-endian machine
@@ -269,21 +284,21 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     # values: names and math.NAME
     value_attr = body & _is(ntype, N_ATTR) & ~tnode
     loose = (value_ref & ~bound) | value_attr
-    const_name = (info >> 14).bitwise_and_(7).mul_(loose).sub_(1).long()  # constant index + 1 - 1
+    const_name = (info >> 14).bitwise_and_(7).mul_(loose).sub_(1)  # constant index + 1 - 1
     at_node(loose, ((info & 127) ^ _EXPR_CODE["name is not defined"]).to(u8))
     # calls
-    callee_bound = plain_call & bound.gather(1, callee_at)
+    callee_bound = plain_call & pick(bound, callee_at)
     at_node(callee_bound, "this is a variable here, not a function")
     plain = calls & ~callee_bound
     at_node(plain, (((info >> 7) & 127) ^ _EXPR_CODE["not a builtin function"]).to(u8))
     # (a name that misses its slot reads the slot's arities, harmless: it is not a builtin, an
     # error that comes first at the same node)
-    n_args = tr.n_args.int().clamp(max=9)
+    n_args = tr.n_args.clamp(max=9)
     arity_bad = plain & take(slot_arity, slot).bitwise_right_shift_(n_args).bitwise_and_(1).to(u8).view(torch.bool)
     at_node(arity_bad, "wrong number of arguments for this builtin")
     at_node(body & _is(ntype, N_BIN) & tr.chained, "chained comparisons are not supported: use `and`")
     at_node(body & _is(ntype, N_TUPLE) & ~tnode, "tuples are not supported")
-    builtin = (info >> 17).mul_(calls & ~arity_bad).sub_(1).long()  # builtin index + 1 - 1
+    builtin = (info >> 17).mul_(calls & ~arity_bad).sub_(1)  # builtin index + 1 - 1
 
     # statements
     is_ret = first & _is(stmt_kind, 3)
@@ -298,8 +313,8 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     end_bad = ~last_is_ret[:, 0] & (count > 0)
 
     # the first error: the families' inverted ranks
-    ns_inv = inv_place.gather(1, tr.node_start)  # expression errors are at the node's first token
-    expr_inv = ns_inv - tr.depth.to(i32, copy=True).bitwise_left_shift_(7).add_((4 << 7) + 128)  # priority 3 + depth
+    ns_inv = pick(inv_place, tr.node_start + row_t)  # expression errors are at the node's first token
+    expr_inv = ns_inv - (tr.depth << 7).add_((4 << 7) + 128)  # priority 3 + depth
     best = _decode(inv_place - _TOKEN_TOP, token_code)
     torch.maximum(best, _decode(expr_inv, expr_code), out=best)
     # an unbound aug target at itself, as an expression at depth 1
