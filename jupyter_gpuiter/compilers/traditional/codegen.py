@@ -12,8 +12,9 @@ and one prefix sum), and a few gathers fill all fields; call arguments and the f
 are then scattered into their slots. O(B*T log T).
 
 Inputs arrive int32 and the pass works in int32 (registers, slots, keys and flat indices fit: B * N * 3
-< 2^31 under CHUNK_CELLS), reading through flat int32 indices (common.pick). Its masks (roles of nodes, aug operators, arguments) are sparse and
-regular, where the CPU's `torch.where` is fast (about 0.5 ns an element), and it avoids arithmetic
+< 2^31 under CHUNK_CELLS); gathers convert their indices (once each: on two threads that and a
+gather beat an index_select on a flat int32 index). Its masks (roles of nodes, aug operators,
+arguments) are sparse and regular, where the CPU's `torch.where` is fast (about 0.5 ns an element), and it avoids arithmetic
 between an integer or float tensor and a bool mask, which torch runs through a slow casting loop.
 The sort key keeps its values, so ties (only invalid trees have them) keep their order. Only the rows
 of tokens that emit instructions are ever read, so their fields are computed for those tokens only.
@@ -28,7 +29,7 @@ import torch
 
 from ...ir import OP_INDEX
 from ...lang import spec
-from .common import pick, row_offsets, take
+from .common import take
 from .lex import Tokens
 from .parse import N_BIN, N_BOOL, N_CALL, N_NUM, N_PRE, N_TERN, Tree
 from .semantic import BUILTIN_NAMES, CONSTANT_NAMES, Semantics
@@ -78,13 +79,12 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics):
     N = T + NP + 2  # slots; also rows in canonical order: parameters, tokens, the return, padding
     op_tab, b_var, imm_tab, extra_ops, extra_imm, minus1 = _tables(dev)
     pos = torch.arange(T, dtype=I32, device=dev)
-    row_t = row_offsets(B, T, dev)
     body, nt = tr.body, tr.ntype
 
     # which tokens emit instructions, and how many
-    first_tok = tr.stmt_first.clamp(min=0).add_(row_t)  # flat
+    first_tok = tr.stmt_first.clamp(min=0).long()
     # the aug instruction is attributed to the aug operator token (the one its statement records)
-    aug_here = body & (pick(tr.stmt_aug, first_tok) == pos)
+    aug_here = body & (tr.stmt_aug.gather(1, first_tok) == pos)
     is_num, is_bool, is_pre, is_tern = nt == N_NUM, nt == N_BOOL, nt == N_PRE, nt == N_TERN
     is_const = body & (is_num | is_bool | (sm.const_name >= 0))
     builtin = sm.builtin.clamp(min=0)
@@ -94,9 +94,9 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics):
     inst = node | aug_here
     n_inst = torch.where(variadic, (tr.n_args - 1).clamp_(min=1), inst.int())
     # sort key (last token, -depth); the aug instruction comes after its whole statement (depth 0)
-    sv = pick(tr.stmt_value, first_tok)
+    sv = tr.stmt_value.gather(1, first_tok)
     node_end = tr.node_end
-    end = torch.where(aug_here, pick(node_end, sv.clamp(min=0).add_(row_t)), node_end)
+    end = torch.where(aug_here, node_end.gather(1, sv.clamp(min=0).long()), node_end)
     key = torch.where(inst, end * (T + 2) - tr.depth, _NO_INST)  # (aug operators are walls: depth 0)
     order = key.argsort(1)
     # rows in canonical order: parameters, nodes, return, padding; their registers by a prefix sum
@@ -109,8 +109,7 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics):
     value_reg = base + n_inst - 1
     # the register a node's value lives in: its own, or a name's binding's (a node's, or parameter
     # src - T's: src < 2T)
-    reg = pick(torch.cat([value_reg, pos.expand(B, T)], 1),
-               torch.where(sm.source < 0, pos, sm.source).add_(row_offsets(B, 2 * T, dev)))
+    reg = torch.cat([value_reg, pos.expand(B, T)], 1).gather(1, torch.where(sm.source < 0, pos, sm.source).long())
     reg_ext = torch.cat([torch.full_like(reg[:, :1], -1), reg], 1)  # a sentinel first column for "no node"
 
     # the row tables, flat: B * T token rows, then the parameters' NP rows, padding, B returns
@@ -123,11 +122,11 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics):
     # operands: the children's registers (constants and calls have no children: calls get their
     # arguments below); an aug operator has no children either, its operands are its statement's
     # target and value; a prefix operator's second child is its first
-    torch.index_select(reg_ext.view(-1), 0, (tr.child + (row_offsets(B, T + 1, dev) + 1)[:, :, None]).view(-1),
-                       out=rows_args[:BT].view(-1))
+    child_at = tr.child + torch.arange(1, B * (T + 1), T + 1, dtype=I32, device=dev)[:, None, None]
+    torch.index_select(reg_ext.view(-1), 0, child_at.view(-1), out=rows_args[:BT].view(-1))
     c = rows_args[:BT].view(B, T, 3)
-    c[:, :, 0] = torch.where(aug_here, pick(reg, pick(tr.stmt_targets, first_tok).add_(row_t)), c[:, :, 0])
-    c[:, :, 1] = torch.where(aug_here, pick(reg_ext, (sv + 1).add_(row_offsets(B, T + 1, dev))),
+    c[:, :, 0] = torch.where(aug_here, reg.gather(1, tr.stmt_targets.gather(1, first_tok).long()), c[:, :, 0])
+    c[:, :, 1] = torch.where(aug_here, reg_ext.gather(1, (sv + 1).long()),
                              c[:, :, 1].masked_fill_(is_pre, -1))
     rows_args[BT:] = -1
     has_ret = body & (tr.stmt_kind == 3)
@@ -173,13 +172,12 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics):
     # (for valid programs every parent is a builtin call of a valid arity; the clamps keep the
     # writes of invalid rows in their row, and slots past the row's end go to the spare)
     p = tr.parent
-    pc = p.clamp(min=0)
-    pc = pc.add_(row_t)  # flat
+    pc = p.clamp(min=0).long()
     r = tr.arg_rank
     is_arg = p >= 0
-    fold = is_arg & pick(variadic, pc) & (r >= 2)
+    fold = is_arg & variadic.gather(1, pc) & (r >= 2)
     fold32 = fold.int()  # (int32 arithmetic with a bool tensor goes through a slow casting loop)
-    s = (pick(base, pc) + (r - 1) * fold32).clamp_(0, N)
+    s = (base.gather(1, pc) + (r - 1) * fold32).clamp_(0, N)
     at = s * 3 + torch.arange(0, B * N * 3, N * 3, dtype=I32, device=dev)[:, None]
     off = s >= N
     flat.scatter_(0, torch.where(~is_arg | off, spare, at + r.clamp(0, 2) - fold32).view(-1).long(), reg.view(-1))

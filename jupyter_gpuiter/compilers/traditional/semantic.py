@@ -29,8 +29,6 @@ from .common import (
     error_key,
     gather,
     perfect_hash,
-    pick,
-    row_offsets,
     select,
     shift_left,
     shift_right,
@@ -145,7 +143,7 @@ def _is(x8: torch.Tensor, value: int) -> torch.Tensor:
 
 
 def _marks(mask: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """[B, T] bool, True at idx[b, i] (int32) for the masked i (each place marked by at most one masked i)."""
+    """[B, T] bool, True at idx[b, i] for the masked i (each place marked by at most one masked i)."""
     if mask.is_cuda:  # bool scatters to a spare column there
         B, T = mask.shape
         out = torch.zeros((B, T + 1), dtype=torch.bool, device=mask.device)
@@ -222,19 +220,17 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     n_params = n_before[:, -1].clone()
     nl_at = (nl * (pos - T)).add_(T)
     stmt_end = torch.minimum(shift_left(nl_at, T).flip(1).cummin(1).values.flip(1), count[:, None])  # its NEWLINE
-    row_t = row_offsets(B, T, dev)
-    sf = tr.stmt_first.clamp(min=0).add_(row_t)  # flat
+    sf = tr.stmt_first.clamp(min=0).long()  # (on two threads a conversion and gathers beat index_select)
     first = body & (tr.stmt_first == pos)
     stmt_kind = tr.stmt_kind
-    skind = pick(stmt_kind, sf)
+    skind = stmt_kind.gather(1, sf)
     is_target = tr.target_of >= 0  # target atoms (at the atom's token)
     tnode = _marks(is_target, tr.stmt_targets)  # their value nodes (through parentheses)
     name_node = body & _is(ntype, N_NAME)
     calls = body & _is(ntype, N_CALL)
     plain_call = calls & (tr.attr < 0)
-    callee_at = tr.callee.clamp(min=0)
+    callee_at = tr.callee.clamp(min=0).long()
     callee = _marks(plain_call & (tr.callee >= 0), callee_at)
-    callee_at.add_(row_t)  # flat
     target_name = tnode & name_node
     aug_target = target_name & _is(skind, 2)
     asg_target = target_name & _is(skind, 1)
@@ -257,7 +253,7 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     bind_at = torch.empty_like(run).scatter_(1, order, before.sub_(group).clamp_(min=0))  # binding token + 1, or 0
     # a binding's source: the value node, the aug operator token, or a parameter's own token
     stmt_src = select(_is(stmt_kind, 2), tr.stmt_aug, tr.stmt_value)  # at statements' first tokens
-    bind_src = select(asg_target | aug_target, pick(stmt_src, sf), pos)
+    bind_src = select(asg_target | aug_target, stmt_src.gather(1, sf), pos)
     ref_src = torch.cat([torch.full_like(bind_src[:, :1], -1), bind_src], 1).gather(1, bind_at.long())
     # a parameter bound before its own binding has a duplicate name (only parameters bind that early)
     at_token(is_param & (bind_at > 0), "duplicate parameter")
@@ -287,7 +283,7 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     const_name = (info >> 14).bitwise_and_(7).mul_(loose).sub_(1)  # constant index + 1 - 1
     at_node(loose, ((info & 127) ^ _EXPR_CODE["name is not defined"]).to(u8))
     # calls
-    callee_bound = plain_call & pick(bound, callee_at)
+    callee_bound = plain_call & bound.gather(1, callee_at)
     at_node(callee_bound, "this is a variable here, not a function")
     plain = calls & ~callee_bound
     at_node(plain, (((info >> 7) & 127) ^ _EXPR_CODE["not a builtin function"]).to(u8))
@@ -313,7 +309,7 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     end_bad = ~last_is_ret[:, 0] & (count > 0)
 
     # the first error: the families' inverted ranks
-    ns_inv = pick(inv_place, tr.node_start + row_t)  # expression errors are at the node's first token
+    ns_inv = inv_place.gather(1, tr.node_start.long())  # expression errors are at the node's first token
     expr_inv = ns_inv - (tr.depth << 7).add_((4 << 7) + 128)  # priority 3 + depth
     best = _decode(inv_place - _TOKEN_TOP, token_code)
     torch.maximum(best, _decode(expr_inv, expr_code), out=best)
