@@ -118,13 +118,13 @@ def _countdown(T: int, device: torch.device) -> torch.Tensor:
 
 
 def last_true(mask: torch.Tensor, inclusive: bool = True) -> torch.Tensor:
-    """Largest j <= i (j < i when not inclusive) with mask[j], or -1."""
+    """Largest j <= i (j < i when not inclusive) with mask[j], or -1 (int32)."""
     v = (mask * (positions(mask, torch.int32) + 1)).cummax(1).values - 1  # int32: several times cheaper
     return v if inclusive else shift_right(v, -1)
 
 
 def next_true(mask: torch.Tensor) -> torch.Tensor:
-    """Smallest j > i with mask[j], or T (the row length) if there is none."""
+    """Smallest j > i with mask[j], or T (the row length) if there is none (int32)."""
     T = mask.shape[1]
     v = T - mask * _countdown(T, mask.device)  # j where mask, else T
     return shift_left(v, T).flip(1).cummin(1).values.flip(1)
@@ -135,13 +135,6 @@ def first_true(mask: torch.Tensor) -> torch.Tensor:
     T = mask.shape[1]
     left = (mask * _countdown(T, mask.device)).amax(1)
     return torch.where(left > 0, T - left, -1)
-
-
-def pick(x: torch.Tensor, flat: torch.Tensor) -> torch.Tensor:
-    """x.gather(1, columns) for a contiguous x [B, W], given flat = row * W + column (int32, any
-    shape): one index_select on the flattened x, with no int64 copy of the indices. (On two CPU
-    threads a gather with a converted index is quicker: index_select runs on one.)"""
-    return x.view(-1).index_select(0, flat.reshape(-1)).view(flat.shape)
 
 
 def gather(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:

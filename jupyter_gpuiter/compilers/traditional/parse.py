@@ -18,9 +18,10 @@ Statements are split by walls (`=`, `op=`, `return`, NEWLINE) whose binding powe
                                      b:inf  +:(88,89)  c:inf  ):(62,inf)
     tree: = | * ( - (a) , ( ( + (b, c) ) )
 
-Everything inside is int32 (binding powers, positions, counts; INF = 2^30), gathers and
-lookups go through flat int32 indices (index_select, no int64 index copies), and
-integer selects are arithmetic (a CPU `where` over a full mask is not vectorised). The Tree's fields
+Everything inside is int32 (binding powers, positions, counts; INF = 2^30), table lookups are
+index_selects on int32 indices, gathers convert their index once (on two CPU threads a gather with
+an int64 index beats an index_select on flat int32 indices, which runs on one), and integer selects
+are arithmetic (a CPU `where` over a full mask is not vectorised). The Tree's fields
 are int32 as computed (node and statement kinds uint8).
 
 Validity is local (Python's expression grammar on these tokens is an operator-precedence grammar):
@@ -36,7 +37,7 @@ from dataclasses import dataclass
 import torch
 
 from ...lang import spec
-from .common import BIG, pick, positions, shift_left, shift_right, take
+from .common import BIG, positions, shift_left, shift_right, take
 from .lex import Tokens
 from .rules import OPERAND_END, Structure
 
@@ -217,7 +218,6 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     pos = torch.arange(T, dtype=i32, device=dev).expand(B, T)
     pos1 = pos + 1
     row_t = torch.arange(0, B * T, T, dtype=i32, device=dev)[:, None]  # flat offsets of rows [B, T]
-    row_t1 = row_t + torch.arange(B, dtype=i32, device=dev)[:, None]  # and of rows [B, T + 1]
     lid = st.line_id
     ol = st.one_line[:, None]
     hc = st.header_colon[:, None]
@@ -295,26 +295,25 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     callee_mask.scatter_(1, (callee1 - 1 - T).mul_(callee1 > 0).add_(T).long(), True)
     ntype = torch.maximum(ntype, (callee_mask[:, :T] & (ntype != N_NONE)).view(u8) * N_CALLEE)
     callee = callee1 - 1
-    attr = (pick(attr, callee.clamp(min=0).add_(row_t)) - attr).mul_(call).add_(attr)
+    attr = (attr.gather(1, callee.clamp(min=0).long()) - attr).mul_(call).add_(attr)
     name_tok = (callee - pos).mul_(call).add_(pos)
     name_tok = (attr - name_tok).mul_(attr >= 0).add_(name_tok)
 
     # children (token + 1, 0 = none) -> their values, by one gather; ternary: the `if` node is left_of
-    lo_c = left_of.clamp(min=0)
-    lo_full = lo_c + row_t1
+    lo_c = left_of.clamp(min=0).long()
     ro1 = right_of + 1
-    c0 = (pick(right_full, lo_full) + 1).mul_(is_else).add_(ro1 * prefix).add_(lo1 * binary)
-    c1 = (pick(left_full, lo_full) + 1).mul_(is_else).add_(ro1 * (binary | prefix))
+    c0 = (right_full.gather(1, lo_c) + 1).mul_(is_else).add_(ro1 * prefix).add_(lo1 * binary)
+    c1 = (left_full.gather(1, lo_c) + 1).mul_(is_else).add_(ro1 * (binary | prefix))
     c2 = ro1 * is_else
-    child = pick(vn_ext, torch.stack([c0, c1, c2], -1).add_(row_t1[:, :, None]))
-    chained = is_cmp & pick(is_cmp, lo_c.add_(row_t)) & (left_of >= 0)
+    child = vn_ext.gather(1, torch.stack([c0, c1, c2], -1).view(B, 3 * T).long()).view(B, T, 3)
+    chained = is_cmp & is_cmp.gather(1, lo_c) & (left_of >= 0)
 
     # call arguments: the roots hanging under the call's `(` or under its commas
-    par = parent_tok.clamp(min=0).add_(row_t)
-    under_comma = pick(comma, par)
-    under_call = has_parent & ~comma & (pick(call, par) | under_comma)
+    par = parent_tok.clamp(min=0).long()
+    under_comma = comma.gather(1, par)
+    under_call = has_parent & ~comma & (call.gather(1, par) | under_comma)
     enclosing = st.enclosing
-    call_of = (pick(enclosing, par) - parent_tok).mul_(under_comma).add_(parent_tok)
+    call_of = (enclosing.gather(1, par) - parent_tok).mul_(under_comma).add_(parent_tok)
     arg = under_call & (call_of >= 0) & (pos > call_of)
     # depth: the member intervals (L(j), R(j)) covering each node (subtrees are nested intervals)
     ends = torch.zeros((B, T + 1), dtype=i32, device=dev)
@@ -327,8 +326,8 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     n_commas = torch.zeros((B, T + 1), dtype=i32, device=dev)
     enc_ok = enclosing >= 0
     n_commas.scatter_add_(1, (enclosing - T).mul_(comma & enc_ok).add_(T).long(), comma.int())
-    own = (comma.int() - pick(n_commas, enclosing.clamp(min=0).add_(row_t1)).mul_(rpar)).cumsum(1, dtype=i32)
-    rank = own - pick(own, call_of.clamp(min=0).add_(row_t))
+    own = (comma.int() - n_commas.gather(1, enclosing.clamp(min=0).long()).mul_(rpar)).cumsum(1, dtype=i32)
+    rank = own - own.gather(1, call_of.clamp(min=0).long())
     parent = torch.full((B, T + 1), -1, dtype=i32, device=dev)
     arg_rank = torch.zeros((B, T + 1), dtype=i32, device=dev)
     arg_at = (vn - T).mul_(arg).add_(T).long()
@@ -342,10 +341,10 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
 
     # syntax: operands and operators alternate; `not`, `if`/`else` in their places
     p1 = shift_right(_last(live, pos1), 0)  # previous live token + 1
-    p_idx = (p1 - 1).clamp_(min=0)
-    same = (p1 > 0) & (pick(stmt_first, p_idx + row_t) == stmt_first)
+    p_idx = (p1 - 1).clamp_(min=0).long()
+    same = (p1 > 0) & (stmt_first.gather(1, p_idx) == stmt_first)
     p_tok = (p1 * same).sub_(1)
-    p_cls = pick(cls, p_idx.mul_(same).add_(row_t))
+    p_cls = cls.gather(1, p_idx)  # (its flags are read where `same` only)
     p_end, p_lpar, p_not_ctx, p_comma = _bits(take(tab["flags_p"], p_cls), 4)
     p_end = p_end & same
     bad = starts & p_end
@@ -375,9 +374,9 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     in_pair.scatter_(1, order, pair | shift_right(pair, False))
     bad |= ie & ~in_pair
     # targets: the roots just left of `=` / `op=`
-    code = pick(torch.cat([take(tab["assign_code"], kind), torch.zeros_like(pos[:, :1])], 1), R + row_t1)
+    code = torch.cat([take(tab["assign_code"], kind), torch.zeros_like(pos[:, :1])], 1).gather(1, R.long())
     tgt = root & (code > 0)
-    bad |= tgt & ~take(tab["target_ok"], code.mul_(NT).add_(pick(ntype, vn_flat)))
+    bad |= tgt & ~take(tab["target_ok"], code.mul_(NT).add_(ntype.view(-1).index_select(0, vn_flat.view(-1)).view(B, T)))
     # statements: `return` first; `=` and `op=` do not mix; one `op=`
     # per-statement counts, at the statement's first token (the first of its tokens to be bad), of
     # targets and `=` (16-bit fields) and of `op=`
