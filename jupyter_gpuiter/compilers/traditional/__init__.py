@@ -117,15 +117,12 @@ def compile_chunk(sources: list[str], device, timings: dict | None = None) -> Ch
     sm = analyse(tk, st, tr)
     error = torch.where(b_error != NO_ERROR, b_error, sm.error)
     t0 = tick("semantic", t0)
-    ops, args, imm, imm_tok, n_inst = codegen(tk, tr, sm)
-    err, msg = decode_keys(error)
     ok = error == NO_ERROR
-    err = torch.where(ok[:, None], 0, err)
     # invalid rows as ProgramBatch.from_results packs them: all padding, no instructions, no parameters
-    batch = ProgramBatch(torch.where(ok[:, None], ops, -1).to(torch.int32),
-                         torch.where(ok[:, None, None], args, -1).to(torch.int32), torch.where(ok[:, None], imm, 0.0),
-                         torch.where(ok, n_inst, 0).to(torch.int32), torch.where(ok, sm.n_params, 0).to(torch.int32),
-                         err.to(torch.int32))
+    ops, args, imm, imm_tok, n_inst = codegen(tk, tr, sm, ok)
+    err, msg = decode_keys(error)
+    err = torch.where(ok[:, None], 0, err).to(torch.int32)
+    batch = ProgramBatch(ops, args, imm, n_inst, sm.n_params * ok, err)
     tick("codegen", t0)
     return Chunk(batch, msg, imm_tok, tk.start, tk.end, tk.data_padded)
 

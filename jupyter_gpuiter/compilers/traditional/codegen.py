@@ -70,9 +70,10 @@ def _tables(dev):
     return _TABLES[dev]
 
 
-def codegen(tk: Tokens, tr: Tree, sm: Semantics):
+def codegen(tk: Tokens, tr: Tree, sm: Semantics, ok: torch.Tensor):
     """(ops [B, N], args [B, N, 3], imm [B, N], imm_token [B, N], lengths [B]); N = T + 34; all int32
-    but imm (float64)."""
+    but imm (float64). Rows where not `ok` (programs with errors) are all padding, of length 0, as
+    ProgramBatch packs them (their imm_token as for a valid row)."""
     kind = tk.kind
     dev = kind.device
     B, T = kind.shape
@@ -159,10 +160,11 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics):
     rows = torch.arange(B, device=dev)[:, None]
     canon = torch.cat([BT + torch.arange(NP, device=dev).expand(B, NP), order + rows * T, RET + rows,
                        torch.full((B, 1), BT + NP, device=dev)], 1)
-    row = canon.gather(1, owner.long()).view(-1)
+    row = canon.gather(1, owner.long())
+    imm_token = rows_tok.index_select(0, row.view(-1)).view(B, N)
+    row = torch.where(ok[:, None], row, BT + NP).view(-1)  # invalid rows: padding
     ops = rows_op.index_select(0, row).view(B, N)
     imm = rows_imm.index_select(0, row).view(B, N)
-    imm_token = rows_tok.index_select(0, row).view(B, N)
     spare = B * N * 3  # one flat slot past the operands, for writes that land nowhere
     flat = torch.empty(spare + 3, dtype=I32, device=dev)
     torch.index_select(rows_args, 0, row, out=flat[:spare].view(B * N, 3))
@@ -170,11 +172,12 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics):
     # arguments 0 and 1 are its first instruction's, argument r >= 2 is operand b of fold r - 1,
     # whose operand a is the previous slot (the accumulator)
     # (for valid programs every parent is a builtin call of a valid arity; the clamps keep the
-    # writes of invalid rows in their row, and slots past the row's end go to the spare)
+    # writes of trees with errors in their row, and slots past the row's end go to the spare; rows
+    # not `ok` get none)
     p = tr.parent
     pc = p.clamp(min=0).long()
     r = tr.arg_rank
-    is_arg = p >= 0
+    is_arg = (p >= 0) & ok[:, None]
     fold = is_arg & variadic.gather(1, pc) & (r >= 2)
     fold32 = fold.int()  # (int32 arithmetic with a bool tensor goes through a slow casting loop)
     s = (base.gather(1, pc) + (r - 1) * fold32).clamp_(0, N)
@@ -182,5 +185,5 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics):
     off = s >= N
     flat.scatter_(0, torch.where(~is_arg | off, spare, at + r.clamp(0, 2) - fold32).view(-1).long(), reg.view(-1))
     flat.scatter_(0, torch.where(fold & ~off, at, spare).view(-1).long(), (s - 1).view(-1))
-    lengths = P + (ends[:, NP + T] - ends[:, NP - 1])  # parameters, instructions, the return
+    lengths = (P + (ends[:, NP + T] - ends[:, NP - 1])).mul_(ok)  # parameters, instructions, the return
     return ops, flat[:spare].view(B, N, 3), imm, imm_token, lengths
