@@ -137,9 +137,10 @@ INVALID += [
     ("def f(x):\n    return (x **= 2) ** 2\n", ("unsupported", 2, 15)),
     ("def f(x):\n    y = max(x, (x += 1))\n    return y\n", ("unsupported", 2, 19)),
     # a call's argument slot below its row: codegen indexed out of the instruction table (fixed in 925ab58)
-    ("\n# tab\tinside\n\ndef body(x0, x_, v, a1, x2,):\n  'Returns value elementwise y y'\n"
+    (("\n# tab\tinside\n\ndef body(x0, x_, v, a1, x2,):\n  'Returns value elementwise y y'\n"
      "  x0 += 39.581 % floor(x_)\n  x0 = v\n  n = x0\n  mu = a1 - 1e4\n  x0 += v and a1\n"
      "  x_2 = float(min(a1 != float(v), log(False) * x_, -(1 + v ** expm1(mu))) lambdaif not erf(hypot(pi if "
      "x0 - False else a1 * v, 11.392) % x_) else x_ / x0) - +(x2 - -mu)\n  x_ *= 3.16E+25\n"
-     "  x2 %= cosh(pow(True, a1))\n  return 0x7d ** (-a1 / x2)\n\n", ("syntax", 11, None)),
+     "  x2 %= cosh(pow(True, a1))\n  return 0x7d ** (-a1 / x2)\n\n"),
+     ("syntax", 11, None)),
 ]
