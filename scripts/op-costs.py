@@ -1,0 +1,73 @@
+"""Per-element cost of the tensor operations the traditional compiler is made of, by dtype.
+
+    python scripts/op-costs.py [--rows 500] [--cols 200] [--threads 2] [--device cpu]
+
+Prints microseconds per call on a [rows, cols] array (the size of a token array in one chunk), the
+median of repeated calls. docs/compiler.md and docs/performance.md quote it: it is why the passes work
+in int32 and avoid full-mask `where`, int64 reductions and bool-mask multiplies on a CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+
+def timed(fn, device, repeats: int = 50) -> float:
+    fn()
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples) * 1e6
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=500)
+    ap.add_argument("--cols", type=int, default=200)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    dev = torch.device(args.device)
+    shape = (args.rows, args.cols)
+    gen = torch.Generator().manual_seed(0)
+    mask = (torch.rand(shape, generator=gen) > 0.5).to(dev)
+    regular = (torch.arange(args.cols) % 8 == 0).expand(shape).contiguous().to(dev)
+    idx = torch.randint(0, args.cols, shape, generator=gen).to(dev)
+    dtypes = (torch.int64, torch.int32, torch.int16)
+    values = {dt: torch.randint(0, 100, shape, generator=gen).to(dev, dt) for dt in dtypes}
+    others = {dt: torch.randint(0, 100, shape, generator=gen).to(dev, dt) for dt in dtypes}
+    ops = {
+        "a + b": lambda a, b: a + b,
+        "a * b": lambda a, b: a * b,
+        "a == b (bool)": lambda a, b: a == b,
+        "minimum(a, b)": lambda a, b: torch.minimum(a, b),
+        "a.amin(1)": lambda a, b: a.amin(1),
+        "a.cumsum(1, dtype=a.dtype)": lambda a, b: a.cumsum(1, dtype=a.dtype),
+        "a.cummax(1)": lambda a, b: a.cummax(1).values,
+        "a.gather(1, int64 index)": lambda a, b: a.gather(1, idx),
+        "a * bool mask": lambda a, b: a * mask,
+        "where(random mask, a, b)": lambda a, b: torch.where(mask, a, b),
+        "where(regular mask, a, b)": lambda a, b: torch.where(regular, a, b),
+        "(a - b).mul_(mask).add_(b)": lambda a, b: (a - b).mul_(mask).add_(b),
+    }
+    print(f"us per call on {shape} ({shape[0] * shape[1]:,} elements), {args.threads} threads, {dev}")
+    print(f"{'operation':30}" + "".join(f"{str(dt).removeprefix('torch.'):>9}" for dt in dtypes))
+    for name, op in ops.items():
+        cells = [timed(lambda dt=dt, op=op: op(values[dt], others[dt]), dev) for dt in dtypes]
+        print(f"{name:30}" + "".join(f"{c:9.1f}" for c in cells))
+    flat = idx.view(-1)
+    print(f"{'index_select(int32 index)':30}{timed(lambda: values[torch.int32].view(-1).index_select(0, flat.int()), dev):27.1f}")
+    print(f"{'.long() + gather':30}{timed(lambda: values[torch.int32].gather(1, idx.int().long()), dev):27.1f}")
+
+
+if __name__ == "__main__":
+    main()
