@@ -15,9 +15,9 @@ fi
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null
   "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available())"
 } > "$OUT/machine.txt" 2>&1
-# Worst case of the timeouts below: 8.2 minutes (the benches and tests are far quicker than their limits).
+# Worst case of the timeouts below: 7.9 minutes.
 # GPU-marked tests (differential traditional-vs-serial on CUDA, ...)
-timeout 150 "$PY" -m pytest -q -m gpu -p no:cacheprovider tests > "$OUT/gpu-tests.txt" 2>&1
+timeout 140 "$PY" -m pytest -q -m gpu -p no:cacheprovider tests > "$OUT/gpu-tests.txt" 2>&1
 echo "gpu tests exit $?" >> "$OUT/gpu-tests.txt"
 bench() {  # bench NAME TIMEOUT SUITE ARGS...: one suite, its JSON under $OUT/NAME, its output in $OUT/bench-NAME.txt
   local name=$1 limit=$2
@@ -31,5 +31,5 @@ bench verify 40 verify
 bench neural 60 neural
 bench peers 60 peers --iterations 5  # CuPy and nvcc join here; torch.compile costs ~1 s an edit
 # the per-op costs behind the passes, at a GPU-sized chunk (compare with the CPU table in docs/performance.md)
-timeout 20 "$PY" scripts/op-costs.py --device cuda --rows 8000 --cols 256 > "$OUT/op-costs.txt" 2>&1
+timeout 15 "$PY" scripts/op-costs.py --device cuda --rows 8000 --cols 256 > "$OUT/op-costs.txt" 2>&1
 tail -n +1 "$OUT"/*.txt
