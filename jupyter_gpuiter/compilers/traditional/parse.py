@@ -21,8 +21,11 @@ Statements are split by walls (`=`, `op=`, `return`, NEWLINE) whose binding powe
 Everything inside is int32 (binding powers, positions, counts; INF = 2^30), table lookups are
 index_selects on int32 indices, gathers convert their index once (on two CPU threads a gather with
 an int64 index beats an index_select on flat int32 indices, which runs on one), and integer selects
-are arithmetic (a CPU `where` over a full mask is not vectorised). The Tree's fields
-are int32 as computed (node and statement kinds uint8).
+are arithmetic (a CPU `where` over a full mask is not vectorised). Scatters take a tensor source
+(a scalar one is ~3x slower), and scatter_add_s send the tokens that add nothing to distinct
+columns past the row (one shared column chains dependent additions). Flags come from one lookup
+of a packed class word, unpacked by broadcast shifts. The Tree's fields are int32 as computed
+(node and statement kinds uint8).
 
 Validity is local (Python's expression grammar on these tokens is an operator-precedence grammar):
 operands and operators must alternate, `not` may only start an operand of and/or/not, a ternary
@@ -113,14 +116,18 @@ def _class_tables() -> dict:
     for name, cs in (("call", [C_CALL]), ("group", [K["("]]), ("rpar", [K[")"]]), ("comma", [K[","]]),
                      ("if", [K["if"]]), ("else", [K["else"]]), ("assign", [K["="]]), ("return", [K["return"]])):
         flags[name] = having(cs)
-    for word, names in FLAG_WORDS.items():  # up to 8 flags a class as the bits of one byte
-        out[word] = torch.tensor([sum(int(flags[f][c]) << i for i, f in enumerate(names)) for c in range(n)],
-                                 dtype=torch.uint8)
-    # by kind: 2 `=`, 1 `op=`, else 0 (the assignment a target stands left of)
-    out["assign_code"] = torch.tensor([2 * (c == K["="]) + flags["aug"][c] for c in range(NK)], dtype=i32)
+    words = {w: [sum(int(flags[f][c]) << i for i, f in enumerate(names)) for c in range(n)]
+             for w, names in FLAG_WORDS.items()}  # up to 8 flags a class as the bits of one byte
+    out["flags_p"] = torch.tensor(words["flags_p"], dtype=torch.uint8)
+    # per class, one int32 word of bytes (flags_a, flags_b, node type, 0): one lookup for all three
+    out["cls_word"] = torch.tensor([a | b << 8 | t << 16 for a, b, t in zip(words["flags_a"], words["flags_b"], nt)],
+                                   dtype=i32)
+    # per kind, one byte: plus_minus | operand_end << 1 | assign code << 2 (2 `=`, 1 `op=`, else 0: the
+    # assignment a target stands left of)
+    out["kind_word"] = torch.tensor([int(flags["plus_minus"][c]) | int(flags["operand_end"][c]) << 1
+                                     | (2 * (c == K["="]) + flags["aug"][c]) << 2 for c in range(NK)], dtype=torch.uint8)
     # by node type + NT * assign code
     out["target_ok"] = torch.tensor([True] * n + flags.pop("target_aug") + flags.pop("target_eq"))
-    out["role_class"] = torch.tensor([0, C_PREFIX, C_CALL, C_DEAD, C_WALL], dtype=i32)
     # by (`=`) + 2 * (`op=`) + 4 * (`return`) + 8 * (first token)
     out["stmt_kind"] = torch.tensor([0] * 8 + [4, 1, 2, 2, 3, 3, 3, 3], dtype=torch.uint8)
     out.update({f: torch.tensor(v) for f, v in flags.items()})
@@ -179,23 +186,27 @@ def nearest_smaller(rbp: torch.Tensor, lbp: torch.Tensor) -> tuple[torch.Tensor,
     (threshold - 1 - min) >> 31 is -1, so a level is one gather and three int32 operations."""
     B, T = rbp.shape
     top = max(1, T.bit_length()) - 1
-    pad = 1 << top
     # tables[k][:, j] = min over columns j .. j + 2^k - 1, where a range reaching column T is LOW:
-    # those columns (the last 2^(k-1) of level k) are filled first, for all levels at once
+    # the last max(1, 2^(k-1)) columns of level k are filled with LOW, the others computed
     tables = torch.empty((top + 1, 2 * B, T + 1), dtype=torch.int32, device=rbp.device)
-    tables[:, :B, T + 1 - pad:] = LOW_R
-    tables[:, B:, T + 1 - pad:] = LOW_L
+    low = torch.full((2 * B, 1), LOW_R, dtype=torch.int32, device=rbp.device)
+    low[B:] = LOW_L
     tables[0, :B, :T] = lbp
     tables[0, B:, :T] = rbp.flip(1)
+    tables[0, :, T:] = low
     for k in range(1, top + 1):
         step = 1 << (k - 1)
         a = tables[k - 1]
         torch.minimum(a[:, :T + 1 - step], a[:, step:], out=tables[k, :, :T + 1 - step])
+        tables[k, :, T + 1 - step:] = low
     below = torch.cat([rbp, lbp.flip(1)], 0).sub_(1)
     m = torch.arange(1, T + 1, dtype=torch.int32, device=rbp.device).repeat(2 * B, 1)
+    idx = torch.empty(m.shape, dtype=torch.int64, device=m.device)  # buffers: no temporaries a level
+    got = torch.empty_like(m)
     for k in range(top, -1, -1):  # invariant: values[i + 1 : m] >= threshold[i]
-        m.sub_(below.sub(tables[k].gather(1, m.long())).bitwise_right_shift_(31), alpha=1 << k)
-    at = tables[0].gather(1, m.long())
+        torch.gather(tables[k], 1, idx.copy_(m), out=got)
+        m.sub_(torch.sub(below, got, out=got).bitwise_right_shift_(31), alpha=1 << k)
+    at = tables[0].gather(1, idx.copy_(m))
     return (T - 1) - m[B:].flip(1), m[:B], at[B:].flip(1), at[:B]
 
 
@@ -204,9 +215,23 @@ def _last(mask: torch.Tensor, pos1: torch.Tensor) -> torch.Tensor:
     return (pos1 * mask).cummax(1).values
 
 
-def _bits(word: torch.Tensor, n: int = 8) -> list[torch.Tensor]:
-    """The low n bits of a uint8 tensor as bool tensors (a 0/1 byte is a bool)."""
-    return [(word if i == 0 else word >> i).bitwise_and(1).view(torch.bool) for i in range(n)]
+_SHIFTS: dict = {}
+
+
+def _shifts(n: int, step: int, dims: int, dtype: torch.dtype, device) -> torch.Tensor:
+    """[n, 1, ...] shift amounts 0, step, 2 step, ... (cached)."""
+    key = (n, step, dims, dtype, device)
+    if key not in _SHIFTS:
+        _SHIFTS[key] = torch.arange(0, n * step, step, dtype=dtype, device=device).view(n, *[1] * dims)
+    return _SHIFTS[key]
+
+
+def _bits(word: torch.Tensor, n: int = 8) -> tuple[torch.Tensor, ...]:
+    """The low n bits of a contiguous uint8 tensor as bool tensors (a 0/1 byte is a bool), by one
+    broadcast shift and one mask over [n, ...] (two ops, not 2n). For words [k, ...]: n * k bools,
+    bit i of word j at i * k + j."""
+    bits = (word[None] >> _shifts(n, 1, word.dim(), torch.uint8, word.device)).bitwise_and_(1)
+    return bits.view(torch.bool).flatten(0, 1 if word.dim() > 2 else 0).unbind(0)
 
 
 def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
@@ -216,37 +241,44 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     i32 = torch.int32
     tab = _tables(dev)
     pos = torch.arange(T, dtype=i32, device=dev).expand(B, T)
-    pos1 = pos + 1
-    row_t = torch.arange(0, B * T, T, dtype=i32, device=dev)[:, None]  # flat offsets of rows [B, T]
+    pos1 = pos[0] + 1  # a row, broadcast
+    # scatter_add_ targets of the tokens that add nothing: distinct columns T + i past the row (adding
+    # into one shared column makes a chain of dependent additions, ~2.5x slower)
+    dump = pos1 + (T - 1)
     lid = st.line_id
     ol = st.one_line[:, None]
     hc = st.header_colon[:, None]
     after = lid >= 1  # line ids are >= 0 at valid tokens
     newline = kind == K["newline"]
-    body = st.valid & ~newline & ~st.docstring & ((ol & ~after & (pos > hc)) | (~ol & after))
+    body = st.valid & ~newline & ~st.docstring & torch.where(ol, ~after & (pos1 > hc + 1), after)
     body &= ok[:, None]
+    body_i = body.int()
     stmt_start = body & shift_right(~body | newline, True)  # a logical line starts after each NEWLINE
-    sf1 = _last(stmt_start, pos1).mul_(body)  # stmt_first + 1
+    sf1 = _last(stmt_start, pos1).mul_(body_i)  # stmt_first + 1
     stmt_first = sf1 - 1
-    sf = (sf1 - body.int()).long()  # stmt_first clamped at 0, an index
+    sf = (sf1 - body_i).long()  # stmt_first clamped at 0, an index
 
     # math.NAME: the namespace token stands for the attribute; the dot and the name drop out
     dot = body & (kind == K["."])
     ns = shift_left(dot, False) & body
     dead = dot | shift_right(dot, False)
-    attr = (pos + 3).mul_(ns).sub_(1)
+    attr = (pos1 + 2).mul(ns).sub_(1)
     live = body & ~dead
 
     # each token's class: its kind, or the role its context gives it
-    pm_prefix = take(tab["plus_minus"], kind) & ~shift_right(take(tab["operand_end"], kind), False)
-    # the roles in priority order are the classes above the kinds in increasing order: the class
-    # is the largest of the kind and the roles' classes, found by uint8 maxima of role numbers
     u8 = torch.uint8
-    role = torch.maximum(pm_prefix.view(u8), st.is_call.view(u8) * 2)
-    role = torch.maximum(torch.maximum(role, dead.view(u8) * 3), (~body).view(u8) * 4)
-    cls = torch.maximum(kind, take(tab["role_class"], role.int()))
-    prefix, binary, wall, aug, is_cmp, starts, follows, last_ok = _bits(take(tab["flags_a"], cls))
-    call, group, rpar, comma, is_if, is_else, assign, ret = _bits(take(tab["flags_b"], cls))
+    kw = take(tab["kind_word"], kind)
+    plus_minus, operand_end = _bits(kw, 2)
+    pm_prefix = plus_minus & ~shift_right(operand_end, False)
+    # the roles in priority order are the classes above the kinds in increasing order: the class
+    # is the largest of the kind and the roles' classes, found by uint8 maxima
+    role = torch.maximum(pm_prefix.view(u8) * C_PREFIX, st.is_call.view(u8) * C_CALL)
+    role = torch.maximum(torch.maximum(role, dead.view(u8) * C_DEAD), (~body).view(u8) * C_WALL)
+    cls = torch.maximum(kind, role.int())
+    # the class word's bytes as contiguous planes (flags_a, flags_b, node type): strided bytes are slow
+    cw = (take(tab["cls_word"], cls)[None] >> _shifts(3, 8, 2, i32, dev)).to(u8)
+    (prefix, call, binary, group, wall, rpar, aug, comma, is_cmp, is_if, starts, is_else, follows, assign,
+     last_ok, ret) = _bits(cw[:2])
 
     # nesting level: parentheses, plus the conditions of ternaries (between `if` and `else`); walls
     # take their binding power (WALL) from the tables alone
@@ -275,24 +307,23 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     right_of.scatter_(1, (L - T).mul_(has_parent & take_left).add_(T).long(), pos)
     left_full, right_full = left_of, right_of
     left_of, right_of = left_of[:, :T], right_of[:, :T]
-    # values see through parentheses: pointer jumping on flat indices
+    # values see through parentheses: pointer jumping, int64 throughout (gathers of the index itself)
     grouped = group & (right_of >= 0)
-    vn_flat = (right_of - pos).mul_(grouped).add_(pos).add_(row_t).view(-1)
+    vn_idx = (right_of - pos).mul_(grouped).add_(pos).long()
     for _ in range(max(1, (spec.MAX_NESTING + 1).bit_length())):
-        vn_flat = vn_flat.index_select(0, vn_flat)
-    vn_flat = vn_flat.view(B, T)
-    vn = vn_flat - row_t
+        vn_idx = vn_idx.gather(1, vn_idx)
+    vn = vn_idx.int()
     vn_ext = torch.cat([torch.full_like(vn[:, :1], -1), vn], 1)  # value of token t at t + 1; -1 at 0
 
     # node types: each role's type is above the types it replaces (N_ATTR above the atoms', N_GROUP
     # above N_TUPLE, N_CALLEE above all), so roles apply as maxima
-    ntype = take(tab["nt"], cls)
+    ntype = cw[2]
     role = torch.maximum((ns & (ntype <= N_BOOL)).view(u8) * N_ATTR, grouped.view(u8) * N_GROUP)
     ntype = torch.maximum(ntype, role)
     lo1 = left_of + 1
     callee1 = lo1 * call  # callee + 1
     callee_mask = torch.zeros((B, T + 1), dtype=torch.bool, device=dev)
-    callee_mask.scatter_(1, (callee1 - 1 - T).mul_(callee1 > 0).add_(T).long(), True)
+    callee_mask.scatter_(1, (callee1 - 1 - T).mul_(callee1 > 0).add_(T).long(), call)  # (a scalar is ~3x slower)
     ntype = torch.maximum(ntype, (callee_mask[:, :T] & (ntype != N_NONE)).view(u8) * N_CALLEE)
     callee = callee1 - 1
     attr = (attr.gather(1, callee.clamp(min=0).long()) - attr).mul_(call).add_(attr)
@@ -316,16 +347,16 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     call_of = (enclosing.gather(1, par) - parent_tok).mul_(under_comma).add_(parent_tok)
     arg = under_call & (call_of >= 0) & (pos > call_of)
     # depth: the member intervals (L(j), R(j)) covering each node (subtrees are nested intervals)
-    ends = torch.zeros((B, T + 1), dtype=i32, device=dev)
+    ends = torch.zeros((B, 2 * T), dtype=i32, device=dev)
     one = member.int()
-    ends.scatter_add_(1, (L + 1 - T).mul_(member).add_(T).long(), one)
-    ends.scatter_add_(1, (R - T).mul_(member).add_(T).long(), one.neg())
+    ends.scatter_add_(1, (L + 1 - dump).mul_(one).add_(dump).long(), one)
+    ends.scatter_add_(1, (R - dump).mul_(one).add_(dump).long(), one.neg())
     depth = ends[:, :T].cumsum(1, dtype=i32).mul_(member)
     # rank = the call's own commas before the argument: a prefix sum of +1 per comma and, per `)`,
     # minus its bracket's own commas, so every bracket closed in between adds nothing
-    n_commas = torch.zeros((B, T + 1), dtype=i32, device=dev)
+    n_commas = torch.zeros((B, 2 * T), dtype=i32, device=dev)
     enc_ok = enclosing >= 0
-    n_commas.scatter_add_(1, (enclosing - T).mul_(comma & enc_ok).add_(T).long(), comma.int())
+    n_commas.scatter_add_(1, (enclosing - dump).mul_(comma & enc_ok).add_(dump).long(), comma.int())
     own = (comma.int() - n_commas.gather(1, enclosing.clamp(min=0).long()).mul_(rpar)).cumsum(1, dtype=i32)
     rank = own - own.gather(1, call_of.clamp(min=0).long())
     parent = torch.full((B, T + 1), -1, dtype=i32, device=dev)
@@ -333,8 +364,9 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     arg_at = (vn - T).mul_(arg).add_(T).long()
     parent.scatter_(1, arg_at, (call_of + 1).mul_(arg).sub_(1))
     arg_rank.scatter_(1, arg_at, rank)
-    n_args = torch.zeros((B, T + 1), dtype=i32, device=dev)
-    n_args.scatter_add_(1, (call_of - T).mul_(arg).add_(T).long(), arg.int())
+    n_args = torch.zeros((B, 2 * T), dtype=i32, device=dev)
+    arg_i = arg.int()
+    n_args.scatter_add_(1, (call_of - dump).mul_(arg_i).add_(dump).long(), arg_i)
 
     node_start = L + 1
     node_end = (R - 1).clamp_(max=T - 1)
@@ -352,7 +384,8 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     bad |= ret & same
     # a live token is the last of its statement unless it is the previous token of a live one
     not_last = torch.zeros((B, T + 1), dtype=torch.bool, device=dev)
-    not_last.scatter_(1, (p_tok - T).mul_(live & same).add_(T).long(), True)
+    live_same = live & same
+    not_last.scatter_(1, (p_tok - T).mul_(live_same).add_(T).long(), live_same)
     bad |= live & ~not_last[:, :T] & ~last_ok
     bad |= (cls == K["not"]) & ~p_not_ctx & same
     # if/else alternate inside each bracket of a statement: sort them by (statement, bracket, position)
@@ -374,17 +407,19 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     in_pair.scatter_(1, order, pair | shift_right(pair, False))
     bad |= ie & ~in_pair
     # targets: the roots just left of `=` / `op=`
-    code = torch.cat([take(tab["assign_code"], kind), torch.zeros_like(pos[:, :1])], 1).gather(1, R.long())
+    code = torch.cat([(kw >> 2).int(), torch.zeros_like(pos[:, :1])], 1).gather(1, R.long())
     tgt = root & (code > 0)
-    bad |= tgt & ~take(tab["target_ok"], code.mul_(NT).add_(ntype.view(-1).index_select(0, vn_flat.view(-1)).view(B, T)))
+    bad |= tgt & ~take(tab["target_ok"], code.mul_(NT).add_(ntype.gather(1, vn_idx)))
     # statements: `return` first; `=` and `op=` do not mix; one `op=`
     # per-statement counts, at the statement's first token (the first of its tokens to be bad), of
     # targets and `=` (16-bit fields) and of `op=`
     first = body & (stmt_first == pos)
-    counts = torch.zeros((B, T), dtype=i32, device=dev)
-    counts.scatter_add_(1, sf, tgt.int().add_(assign.int().bitwise_left_shift_(16)))
-    n_aug = torch.zeros((B, T), dtype=i32, device=dev)
-    n_aug.scatter_add_(1, sf, aug.int())
+    at_sf = (sf1 - 1 - dump).mul_(body_i).add_(dump).long()
+    counts = torch.zeros((B, 2 * T), dtype=i32, device=dev)
+    counts.scatter_add_(1, at_sf, tgt.int().add_(assign.int().bitwise_left_shift_(16)))
+    n_aug = torch.zeros((B, 2 * T), dtype=i32, device=dev)
+    n_aug.scatter_add_(1, at_sf, aug.int())
+    counts, n_aug = counts[:, :T], n_aug[:, :T]
     n_asg, n_targets = counts >> 16, counts & 0xFFFF
     bad |= (n_aug > 0) & ((n_aug + n_asg) > 1)
     bad |= (assign | aug) & ret.gather(1, sf)  # `return x = 1`
