@@ -15,13 +15,31 @@ ret %2
 
 from __future__ import annotations
 
+import gc
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import repeat
 
 from .lang import spec
 from .lang.errors import KIND_BY_CODE, KIND_CODES, CompileError
 
 OP_INDEX = spec.IR_OP_INDEX
 OP_NAMES = [op.name for op in spec.IR_OPS]
+
+
+@contextmanager
+def gc_paused():
+    """Pause the cyclic garbage collector while unpacking a batch into host objects: the hundreds of
+    thousands of lists and tuples would otherwise trigger hundreds of young collections and, every few
+    batches, a full one (up to half the host time). The objects hold no cycles; the collector resumes
+    (if it was on) when the block exits."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
 
 
 def format_imm(op: str, imm: float, index: int) -> str:
@@ -136,25 +154,66 @@ class ProgramBatch:
         return ProgramBatch(*(t.to(device) for t in (self.ops, self.args, self.imm, self.lengths,
                                                       self.n_params, self.error)), self.messages)
 
+    def _host_rows(self) -> tuple[list, list, list, list[int], list[int], list[list[int]]]:
+        """The used part on the host, for building Programs: op names, operand tuples and immediates of
+        instructions 0..lengths-1 of each row, row after row in flat lists, and per row lengths,
+        n_params and (kind, line, col). Shared by to_results and the traditional compiler."""
+        import numpy as np
+
+        # numpy, not torch: these are small single-threaded host copies
+        lengths = self.lengths.cpu().numpy()
+        width = int(lengths.max()) if len(self) else 0
+        used = np.arange(width) < lengths[:, None]  # padding never becomes Python objects
+        ops = np.array(OP_NAMES, dtype=object)[self.ops[:, :width].cpu().numpy()[used]].tolist()
+        imms = self.imm[:, :width].cpu().numpy()[used].tolist()
+        args = self.args[:, :width].cpu().numpy()
+        args = _operand_tuples(*(args[:, :, j][used].astype(np.int64) for j in range(3)))
+        return ops, args, imms, lengths.tolist(), self.n_params.tolist(), self.error.cpu().tolist()
+
     def to_results(self, param_names: list[list[str]] | None = None) -> list[Program | CompileError]:
         """Unpack to host-side Programs and CompileErrors (one device-to-host copy)."""
-        width = int(self.lengths.max()) if len(self) else 0  # only the used columns cross to the host
-        ops, imm = self.ops[:, :width].cpu().tolist(), self.imm[:, :width].cpu().tolist()
-        # three flat [B, width] lists zip into operand tuples faster than one nested [B, width, 3] list
-        a, b, c = (self.args[:, :width, j].cpu().tolist() for j in range(3))
-        lengths, n_params, error = self.lengths.tolist(), self.n_params.tolist(), self.error.cpu().tolist()
-        out: list[Program | CompileError] = []
-        for i in range(len(ops)):
-            kind, line, col = error[i]
-            if kind:
-                msg = (self.messages[i] if self.messages else None) or KIND_BY_CODE[kind]
-                out.append(CompileError(KIND_BY_CODE[kind], line, col, msg))
-                continue
-            k = lengths[i]
-            names = param_names[i] if param_names else [f"x{j}" for j in range(n_params[i])]
-            out.append(Program(list(map(OP_NAMES.__getitem__, ops[i][:k])), list(zip(a[i][:k], b[i][:k], c[i][:k])),
-                               imm[i][:k], n_params[i], names))
+        with gc_paused():
+            ops, args, imms, lengths, n_params, error = self._host_rows()
+            out: list[Program | CompileError] = []
+            start = 0
+            for i, (kind, line, col) in enumerate(error):
+                end = start + lengths[i]
+                if kind:
+                    msg = (self.messages[i] if self.messages else None) or KIND_BY_CODE[kind]
+                    out.append(CompileError(KIND_BY_CODE[kind], line, col, msg))
+                else:
+                    names = param_names[i] if param_names else [f"x{j}" for j in range(n_params[i])]
+                    out.append(Program(ops[start:end], args[start:end], imms[start:end], n_params[i], names))
+                start = end
         return out
+
+
+def _operand_tuples(a, b, c) -> list[tuple[int, int, int]]:
+    """Operand triples (int64 arrays) as a list of tuples, sharing one tuple per distinct (a, b, -1): the
+    instructions with at most two operands (96% of generated ones) reuse a few thousand tuples instead
+    of each allocating one that the collector then scans and the caller later frees (about half the
+    cost of zipping). Tuples are immutable, so the sharing is invisible."""
+    import numpy as np
+
+    if len(a) == 0:
+        return []
+    lo, hi = int(min(a.min(), b.min())), int(max(a.max(), b.max()))
+    span = hi - lo + 1
+    if span > 1 << 10:  # a table of span**2 pairs would be too large: one tuple each
+        return list(zip(a.tolist(), b.tolist(), c.tolist()))
+    pair = (a - lo) * span + (b - lo)
+    present = np.zeros(span * span, dtype=bool)
+    present[pair] = True
+    pairs = np.flatnonzero(present)
+    table = np.empty(span * span, dtype=object)
+    table[pairs] = np.fromiter(zip((pairs // span + lo).tolist(), (pairs % span + lo).tolist(), repeat(-1)),
+                               dtype=object, count=len(pairs))
+    out = table[pair]
+    three = np.flatnonzero(c != -1)
+    if len(three):
+        out[three] = np.fromiter(zip(a[three].tolist(), b[three].tolist(), c[three].tolist()), dtype=object,
+                                 count=len(three))
+    return out.tolist()
 
 
 def canonical(result: Program | CompileError) -> str:

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ...ir import ProgramBatch
+from ...ir import Program, ProgramBatch, gc_paused
 from ...lang import spec
-from ...lang.errors import KIND_CODES
+from ...lang.errors import KIND_BY_CODE, KIND_CODES, CompileError
 from ...lang.lexer import normalize_newlines, number_value
 from . import dfa
 from .codegen import codegen
@@ -55,9 +55,11 @@ def message_for(msg_id: int, source: str = "", line: int = 0, col: int = 0) -> s
     if msg_id < MSG_BASE:
         return RULE_MESSAGES[msg_id][1]
     kind, text = SEM_MESSAGES[msg_id - MSG_BASE]
+    if kind not in ("unknown-name", "unknown-function", "type", "arity"):
+        return text
     lines = normalize_newlines(source).split("\n")
     m = _NAME_AT.match(lines[line - 1], col - 1) if 0 < line <= len(lines) else None
-    if m is None or kind not in ("unknown-name", "unknown-function", "type", "arity"):
+    if m is None:
         return text
     name = m.group(1) or m.group(0)
     if kind == "unknown-name":
@@ -127,28 +129,28 @@ def compile_chunk(sources: list[str], device, timings: dict | None = None) -> Ch
     return Chunk(batch, msg, imm_tok, tk.start, tk.end, tk.data_padded)
 
 
-def _fix_slow_numbers(results, chunk: Chunk, sel):
-    """Host fix-up of the rare literals whose exact value the device left to the host: in the host
-    Programs and in the chunk's device batch."""
+def _fix_slow_numbers(chunk: Chunk, imms: list, lengths: list[int], error: list) -> None:
+    """Host fix-up of the rare literals whose exact value the device left to the host: in the chunk's
+    flat host immediates (as ProgramBatch._host_rows gives them) and in its device batch."""
     imm_tok = chunk.imm_token.cpu().numpy()
     rows, cols = np.nonzero(imm_tok >= 0)
+    n = np.asarray(lengths, dtype=np.int64)
+    keep = (cols < n[rows]) & (np.asarray(error, dtype=np.int64).reshape(-1, 3)[rows, 0] == 0)  # valid programs
+    rows, cols = rows[keep], cols[keep]
     if len(rows) == 0:
         return
-    starts, ends = chunk.token_start.cpu().numpy(), chunk.token_end.cpu().numpy()
     data = chunk.data.cpu().numpy()
-    fixed = []
-    for r, c in zip(rows.tolist(), cols.tolist()):
-        prog = results[sel[r]]
-        if hasattr(prog, "imms") and c < len(prog.imms):
-            tok = imm_tok[r, c]
-            text = data[r, starts[r, tok]:ends[r, tok]].astype(np.uint8).tobytes().decode()
-            prog.imms[c] = number_value(text)
-            fixed.append((r, c, prog.imms[c]))
-    if fixed:
-        r, c, v = zip(*fixed)
-        dev = chunk.batch.imm.device
-        chunk.batch.imm[torch.tensor(r, device=dev), torch.tensor(c, device=dev)] = torch.tensor(
-            v, dtype=torch.float64, device=dev)
+    toks = imm_tok[rows, cols]
+    base = rows * data.shape[1]  # the token's text in the flat bytes of the chunk
+    starts = (base + chunk.token_start.cpu().numpy()[rows, toks]).tolist()
+    ends = (base + chunk.token_end.cpu().numpy()[rows, toks]).tolist()
+    text = data.astype(np.uint8).tobytes()
+    values = [number_value(text[s:e].decode()) for s, e in zip(starts, ends)]
+    for i, v in zip((np.cumsum(n)[rows] - n[rows] + cols).tolist(), values):  # flat index: row start + column
+        imms[i] = v
+    dev = chunk.batch.imm.device
+    chunk.batch.imm[torch.as_tensor(rows, device=dev), torch.as_tensor(cols, device=dev)] = torch.tensor(
+        values, dtype=torch.float64, device=dev)
 
 
 def compile_to_batches(sources: list[str], device=None, timings: dict | None = None):
@@ -177,8 +179,6 @@ def compile_to_batches(sources: list[str], device=None, timings: dict | None = N
 
 def compile_batch(sources: Sequence[str], device=None, timings: dict | None = None):
     """Compile sources with the data-parallel passes; returns a BatchResult."""
-    from ...ir import Program
-    from ...lang.errors import CompileError
     from ..result import BatchResult
 
     sources = list(sources)
@@ -187,17 +187,23 @@ def compile_batch(sources: Sequence[str], device=None, timings: dict | None = No
     for i in np.nonzero(sizes > spec.MAX_SOURCE_BYTES)[0].tolist():
         results[i] = CompileError("too-large", 1, 1, f"source is {sizes[i]:,} bytes; the limit is "
                                   f"{spec.MAX_SOURCE_BYTES:,}", sources[i])
-    for sel, chunk in batches:
-        msgs = chunk.message.cpu().tolist()
-        for j, r in enumerate(chunk.batch.to_results()):
-            i = sel[j]
-            if isinstance(r, CompileError):
-                r = CompileError(r.kind, r.line, r.col, message_for(msgs[j], sources[i], r.line, r.col), sources[i])
-            results[i] = r
-        _fix_slow_numbers(results, chunk, sel)
-    for i, r in enumerate(results):
-        if isinstance(r, Program):
-            _name_program(r, sources[i])
+    with gc_paused():
+        for sel, chunk in batches:
+            ops, args, imms, lengths, n_params, error = chunk.batch._host_rows()
+            _fix_slow_numbers(chunk, imms, lengths, error)
+            msgs = chunk.message.cpu().tolist()
+            start = 0
+            for j, (kind, line, col) in enumerate(error):
+                source = sources[sel[j]]
+                end = start + lengths[j]
+                if kind:
+                    results[sel[j]] = CompileError(KIND_BY_CODE[kind], line, col,
+                                                   message_for(msgs[j], source, line, col), source)
+                else:
+                    name, param_names = _names(source)
+                    results[sel[j]] = Program(ops[start:end], args[start:end], imms[start:end], n_params[j],
+                                              param_names, name)
+                start = end
     batch = _assemble(batches, sizes, device) if sources else None
     if batch is not None:
         batch.messages = [r.message if isinstance(r, CompileError) else None for r in results]
@@ -225,9 +231,11 @@ def _assemble(batches, sizes, device) -> ProgramBatch:
     return ProgramBatch(ops, args, imm, lengths, n_params, error)
 
 
-def _name_program(program, source: str) -> None:
-    """Parameter and function names for display (the IR itself is nameless)."""
-    head = source.split("(", 1)
-    program.name = head[0].replace("def", "", 1).strip() or "kernel"
-    params = head[1].split(")", 1)[0] if len(head) > 1 else ""
-    program.param_names = [p.strip() for p in params.split(",") if p.strip()]
+def _names(source: str) -> tuple[str, list[str]]:
+    """The function and parameter names of a program, for display (the IR itself is nameless)."""
+    i = source.find("(")
+    if i < 0:
+        return source.replace("def", "", 1).strip() or "kernel", []
+    j = source.find(")", i + 1)
+    params = source[i + 1:j] if j >= 0 else source[i + 1:]
+    return source[:i].replace("def", "", 1).strip() or "kernel", [p for p in map(str.strip, params.split(",")) if p]
