@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import repeat
 
+import numpy as np
+
 from .lang import spec
 from .lang.errors import KIND_BY_CODE, KIND_CODES, CompileError
 
@@ -158,8 +160,6 @@ class ProgramBatch:
         """The used part on the host, for building Programs: op names, operand tuples and immediates of
         instructions 0..lengths-1 of each row, row after row in flat lists, and per row lengths,
         n_params and (kind, line, col). Shared by to_results and the traditional compiler."""
-        import numpy as np
-
         # numpy, not torch: these are small single-threaded host copies
         lengths = self.lengths.cpu().numpy()
         width = int(lengths.max()) if len(self) else 0
@@ -193,8 +193,6 @@ def _operand_tuples(a, b, c) -> list[tuple[int, int, int]]:
     instructions with at most two operands (96% of generated ones) reuse a few thousand tuples instead
     of each allocating one that the collector then scans and the caller later frees (about half the
     cost of zipping). Tuples are immutable, so the sharing is invisible."""
-    import numpy as np
-
     if len(a) == 0:
         return []
     lo, hi = int(min(a.min(), b.min())), int(max(a.max(), b.max()))
