@@ -156,7 +156,7 @@ class ProgramBatch:
         return ProgramBatch(*(t.to(device) for t in (self.ops, self.args, self.imm, self.lengths,
                                                       self.n_params, self.error)), self.messages)
 
-    def _host_rows(self) -> tuple[list, list, list, list[int], list[int], list[list[int]]]:
+    def host_rows(self) -> tuple[list, list, list, list[int], list[int], list[list[int]]]:
         """The used part on the host, for building Programs: op names, operand tuples and immediates of
         instructions 0..lengths-1 of each row, row after row in flat lists, and per row lengths,
         n_params and (kind, line, col). Shared by to_results and the traditional compiler."""
@@ -173,7 +173,7 @@ class ProgramBatch:
     def to_results(self, param_names: list[list[str]] | None = None) -> list[Program | CompileError]:
         """Unpack to host-side Programs and CompileErrors (one device-to-host copy)."""
         with gc_paused():
-            ops, args, imms, lengths, n_params, error = self._host_rows()
+            ops, args, imms, lengths, n_params, error = self.host_rows()
             out: list[Program | CompileError] = []
             start = 0
             for i, (kind, line, col) in enumerate(error):

@@ -131,7 +131,7 @@ def compile_chunk(sources: list[str], device, timings: dict | None = None) -> Ch
 
 def _fix_slow_numbers(chunk: Chunk, imms: list, lengths: list[int], error: list) -> None:
     """Host fix-up of the rare literals whose exact value the device left to the host: in the chunk's
-    flat host immediates (as ProgramBatch._host_rows gives them) and in its device batch."""
+    flat host immediates (as ProgramBatch.host_rows gives them) and in its device batch."""
     imm_tok = chunk.imm_token.cpu().numpy()
     rows, cols = np.nonzero(imm_tok >= 0)
     n = np.asarray(lengths, dtype=np.int64)
@@ -189,7 +189,7 @@ def compile_batch(sources: Sequence[str], device=None, timings: dict | None = No
                                   f"{spec.MAX_SOURCE_BYTES:,}", sources[i])
     with gc_paused():
         for sel, chunk in batches:
-            ops, args, imms, lengths, n_params, error = chunk.batch._host_rows()
+            ops, args, imms, lengths, n_params, error = chunk.batch.host_rows()
             _fix_slow_numbers(chunk, imms, lengths, error)
             msgs = chunk.message.cpu().tolist()
             start = 0
