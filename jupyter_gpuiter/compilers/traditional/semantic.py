@@ -27,10 +27,11 @@ from .common import (
     BIG,
     NO_ERROR,
     error_key,
+    first_true,
     gather,
+    next_true,
     perfect_hash,
     select,
-    shift_left,
     shift_right,
     take,
 )
@@ -165,7 +166,6 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     B, T = kind.shape
     assert T < 4096  # (2 * spec.MAX_TOKENS + 2) for 13-bit times and 12-bit places and priorities
     pos = torch.arange(T, dtype=i32, device=dev)  # [T], broadcast over the rows
-    countdown = T - pos  # (mask * countdown).amax(1): T - the first masked position, 0 if none
     count = tk.count
     valid = pos < count[:, None]
     body = tr.body
@@ -197,12 +197,11 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     after_open_comma = shift_right(_is(kind, K["("]) | is_comma, False)
     after_name = shift_right(is_name, False)
     bad_param = inside & ((is_name & ~after_open_comma) | (is_comma & ~after_name))
-    bad_left = (bad_param * countdown).amax(1)
-    nl_left = (nl * countdown).amax(1)
-    first_nl = torch.where(nl_left > 0, T - nl_left, count)
-    header_bad = (kind[:, min(1, T - 1)] != K["name"]) | (ho != 2) | (hc < 0) | (colon < 0) | (bad_left > 0) | \
+    bad_first, first_nl = first_true(bad_param), first_true(nl)
+    first_nl = torch.where(first_nl >= 0, first_nl, count)
+    header_bad = (kind[:, min(1, T - 1)] != K["name"]) | (ho != 2) | (hc < 0) | (colon < 0) | (bad_first >= 0) | \
         (~st.one_line & (colon + 1 != first_nl))
-    header_col = torch.where(bad_left > 0, gather(tk.col, (T - bad_left).long()), 1)
+    header_col = torch.where(bad_first >= 0, gather(tk.col, bad_first), 1)
 
     # statements after the parse: syntax errors first
     has_syntax = tr.syntax < BIG
@@ -218,8 +217,7 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     is_param = inside & is_name & (st.enclosing == ho[:, None])
     n_before = is_param.cumsum(1, dtype=i32)  # parameters up to each token: a parameter's index + 1
     n_params = n_before[:, -1].clone()
-    nl_at = (nl * (pos - T)).add_(T)
-    stmt_end = torch.minimum(shift_left(nl_at, T).flip(1).cummin(1).values.flip(1), count[:, None])  # its NEWLINE
+    stmt_end = torch.minimum(next_true(nl), count[:, None])  # its NEWLINE
     sf = tr.stmt_first.clamp(min=0).long()  # (on two threads a conversion and gathers beat index_select)
     first = body & (tr.stmt_first == pos)
     stmt_kind = tr.stmt_kind
@@ -298,8 +296,8 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
 
     # statements
     is_ret = first & _is(stmt_kind, 3)
-    ret_left = (is_ret * countdown).amax(1)
-    at_token(first & (pos > (T - ret_left)[:, None]), "code after return is never run")
+    ret_first = first_true(is_ret)
+    at_token(first & (pos > torch.where(ret_first >= 0, ret_first, T)[:, None]), "code after return is never run")
     at_token(first & _is(stmt_kind, 1) & (tr.n_targets > 1), "chained assignment: assign one name at a time")
     at_token(is_ret & (tr.stmt_value < 0), "return needs a value")
     at_token(first & _is(stmt_kind, 4), "an expression on its own has no effect: assign or return it")
