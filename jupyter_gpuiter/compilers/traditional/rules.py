@@ -8,6 +8,7 @@ program the first error key (common.error_key) and the structure later passes us
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -192,7 +193,8 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     is_str = kind == K["string"]
     fail(is_str & tk.prefix_bad, MESSAGES[17][1])
     fail(is_str & ~tk.prefix_bad & ~docstring, MESSAGES[18][1])
-    dot_ok = (prev == K["name"]) & torch.isin(prev_key, torch.tensor(NAMESPACE_KEYS, device=kind.device)) & (nxt == K["name"])
+    is_namespace = functools.reduce(torch.logical_or, [prev_key == k for k in NAMESPACE_KEYS])  # two keys: no isin sort
+    dot_ok = (prev == K["name"]) & is_namespace & (nxt == K["name"])
     fail((kind == K["."]) & ~dot_ok, MESSAGES[19][1])
     fail((kind == K[","]) & ~in_call, MESSAGES[20][1])
     assigning = (kind == K["="]) | isin(kind, [K[a] for a in spec.AUG_ASSIGN])
