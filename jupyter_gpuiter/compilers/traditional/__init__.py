@@ -4,7 +4,7 @@
             --parse--> trees --semantic--> bindings, errors --codegen--> ProgramBatch [B, N]
 
 The same code runs on CPU and CUDA tensors. Inside a chunk there is no Python loop over programs;
-one scalar read after lexing sizes the token arrays, and the results cross to the host once, at the
+one read after lexing (two scalars) sizes the token arrays, and the results cross to the host once, at the
 end. Batches are sorted by length and split into chunks that fit a memory budget and waste little
 padding.
 """
