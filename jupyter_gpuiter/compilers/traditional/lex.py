@@ -9,8 +9,9 @@ digit value) are one int16 table lookup on the transition index, counts are int3
 int64 one packs characters, newlines and number fields), token ends come from one amax scatter per
 boundary stretch, line starts from a running maximum, and token fields are read at the compacted
 token starts (int64 indices, converted once: on two threads a gather beats an index_select on a
-flat int32 index); the Tokens' positions, lines, columns and kinds are int32. Number values are worked out on the number tokens alone. On a CPU, index_select
-beats a gather on an expanded table, and a full-mask `where` or a bool argmax is avoided.
+flat int32 index); the Tokens' positions, lines, columns and kinds are int32. Number values are
+worked out on the number tokens alone. On a CPU, index_select beats a gather on an expanded table,
+and a full-mask `where` or a bool argmax is avoided.
 """
 
 from __future__ import annotations
@@ -274,7 +275,7 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     # tokens before the first error, and NEWLINE tokens at line ends outside parens after a token. A
     # token without a kind (an unfinished string or number) always ends at the DFA's error: it may
     # end at the limit only when the state before that error has a kind.
-    unfinished = t["kind"][trans.gather(1, (det_dfa - 1).clamp(0, L - 1)[:, None])[:, 0]] == 0
+    unfinished = take(t["kind"], trans.gather(1, (det_dfa - 1).clamp(0, L - 1)[:, None])[:, 0]) == 0
     last_end = (limit - ((det_dfa == limit) & unfinished).long()).clamp(max=L + 1).int()[:, None]
     kept = fact(F_START) & (end_pos <= last_end)
     cand = fact(F_NL) & (pos < limit.clamp(max=L + 1).int()[:, None]) & (depth == delta)
@@ -354,42 +355,28 @@ _KEYWORD_KINDS = [spec.TOK[w] for w in spec.KEYWORDS] + [spec.TOK["bad-keyword"]
 
 
 _KEYWORD_SLOTS: dict = {}
-_KEYWORD_DELTA: dict = {}
 
 
 def _keyword_slots(device):
-    """A perfect hash of the keywords' keys: (multiplier, key per slot, kind per slot) with the slot the
-    top 10 bits of key * multiplier (mod 2^64); the multiplier is the first odd one without collisions."""
+    """A perfect hash of the keywords' keys: (multiplier, key per slot, kind - the name kind per slot,
+    int32, 0 for an empty slot) with the slot the top 10 bits of key * multiplier (mod 2^64); the
+    multiplier is the first odd one without collisions."""
     if device not in _KEYWORD_SLOTS:
         keys = [pack_key(w) for w in _KEYWORDS]
         mult, slots = perfect_hash(keys, 10)
-        slot_key, slot_kind = [-1] * 1024, [0] * 1024
+        slot_key, slot_delta = [-1] * 1024, [0] * 1024
         for k, kind, sl in zip(keys, _KEYWORD_KINDS, slots):
-            slot_key[sl], slot_kind[sl] = k, kind
-        _KEYWORD_SLOTS[device] = (mult, torch.tensor(slot_key, device=device), torch.tensor(slot_kind, device=device))
+            slot_key[sl], slot_delta[sl] = k, kind - spec.TOK["name"]
+        _KEYWORD_SLOTS[device] = (mult, torch.tensor(slot_key, device=device),
+                                  torch.tensor(slot_delta, dtype=torch.int32, device=device))
     return _KEYWORD_SLOTS[device]
-
-
-def _keyword_match(key: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(key is a keyword's, that keyword's kind) per token; the kind is 0 for a plain name."""
-    mult, slot_key, slot_kind = _keyword_slots(key.device)
-    slot = ((key * mult) >> 54) & 1023
-    return take(slot_key, slot) == key, take(slot_kind, slot)
 
 
 def _keyword_delta(key: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(key is a keyword's, that keyword's kind - the name kind, or 0) per token, the second int32."""
-    mult, slot_key, slot_kind = _keyword_slots(key.device)
-    if slot_kind.device not in _KEYWORD_DELTA:
-        _KEYWORD_DELTA[slot_kind.device] = torch.where(slot_kind != 0, slot_kind - spec.TOK["name"], 0).int()
+    mult, slot_key, slot_delta = _keyword_slots(key.device)
     slot = ((key * mult) >> 54) & 1023
-    return take(slot_key, slot) == key, take(_KEYWORD_DELTA[slot_kind.device], slot)
-
-
-def keyword_kinds(key: torch.Tensor) -> torch.Tensor:
-    """Token kind for names that are keywords (0 for plain names)."""
-    is_kw, kind = _keyword_match(key)
-    return kind * is_kw
+    return take(slot_key, slot) == key, take(slot_delta, slot)
 
 
 _P = 0x100000001B3  # odd, so invertible modulo 2^64 (FNV's prime)
