@@ -29,7 +29,7 @@ import torch
 
 from ...ir import OP_INDEX
 from ...lang import spec
-from .common import take
+from .common import first_true, take
 from .lex import Tokens
 from .parse import N_BIN, N_BOOL, N_CALL, N_NUM, N_PRE, N_TERN, Tree
 from .semantic import BUILTIN_NAMES, CONSTANT_NAMES, Semantics
@@ -131,8 +131,7 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics, ok: torch.Tensor):
                              c[:, :, 1].masked_fill_(is_pre, -1))
     rows_args[BT:] = -1
     has_ret = body & (tr.stmt_kind == 3)
-    left = (has_ret.int() * torch.arange(T, 0, -1, dtype=I32, device=dev)).amax(1)  # T - first return, 0 if none
-    ret_stmt = torch.where(left > 0, T - left, 0).long()
+    ret_stmt = first_true(has_ret).clamp_(min=0).long()  # the first return statement (0 if none)
     ret_value = tr.stmt_value.gather(1, ret_stmt[:, None]).clamp_(0, T - 1).long()
     rows_args[RET:, 0] = reg.gather(1, ret_value)[:, 0]
     # op, as an op-table index: bool constant > constant > ternary > builtin call > prefix > binary or
