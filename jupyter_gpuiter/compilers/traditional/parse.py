@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import torch
 
 from ...lang import spec
-from .common import BIG, positions, shift_left, shift_right, take
+from .common import BIG, first_true, positions, shift_left, shift_right, take
 from .lex import Tokens
 from .rules import OPERAND_END, Structure
 
@@ -423,8 +423,8 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     n_asg, n_targets = counts >> 16, counts & 0xFFFF
     bad |= (n_aug > 0) & ((n_aug + n_asg) > 1)
     bad |= (assign | aug) & ret.gather(1, sf)  # `return x = 1`
-    last = (bad * torch.arange(T, 0, -1, dtype=i32, device=dev)).amax(1)  # T - first bad position
-    syntax = torch.where(last > 0, T - last.long(), BIG)
+    first_bad = first_true(bad)
+    syntax = torch.where(first_bad >= 0, first_bad.long(), BIG)
 
     value_root = root & ~tgt
     stmt_value = torch.full((B, T + 1), -1, dtype=i32, device=dev)
