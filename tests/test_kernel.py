@@ -24,6 +24,8 @@ from __future__ import annotations
 import functools
 import json
 import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -274,8 +276,17 @@ def test_start_and_clean_shutdown(gpuiter_jupyter_path):
         assert status == "ok"
         proc = km.provisioner.process
         assert proc.pid == int(stdout(outputs))
-        kc.shutdown()  # shutdown_request: the kernel exits by itself
-        assert proc.wait(timeout=30) == 0
+        msg_id = kc.shutdown()  # shutdown_request: the kernel answers, then exits by itself
+        reply = kc.get_control_msg(timeout=60)
+        assert reply["parent_header"]["msg_id"] == msg_id and reply["msg_type"] == "shutdown_reply"
+        assert reply["content"]["status"] == "ok"
+        try:
+            code = proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGUSR1)  # the launcher's faulthandler: thread stacks to the captured stderr
+            time.sleep(2)
+            pytest.fail("the kernel answered shutdown_request but was still running 60 s later (stacks above)")
+        assert code == 0
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)

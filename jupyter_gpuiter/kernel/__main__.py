@@ -1,6 +1,8 @@
 """`python -m jupyter_gpuiter.kernel -f {connection_file}`: launch the gpuiter kernel (what kernel.json runs)."""
 
+import faulthandler
 import os
+import signal
 import sys
 
 if __name__ == "__main__":
@@ -8,6 +10,10 @@ if __name__ == "__main__":
     # imported (a user file named e.g. zmq.py must not shadow it); IPython's init_path adds it back.
     if sys.path and sys.path[0] in ("", os.getcwd()):
         del sys.path[0]
+
+    # `kill -USR1 <pid>` writes every thread's stack to the kernel's stderr: what a hung kernel is doing.
+    if hasattr(signal, "SIGUSR1"):
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
 
     from ipykernel.kernelapp import IPKernelApp
 
