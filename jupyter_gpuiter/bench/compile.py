@@ -27,6 +27,14 @@ def run(n: int = 4096, seed: int = 0, device=None, repeats: int = 3, json_path: 
     serial_s, _, _ = timed(serial, repeats)
     device_s, _, batches = timed(lambda: traditional.compile_to_batches(sources, dev)[0], repeats, sync)
     full_s, _, result = timed(lambda: traditional.compile_batch(sources, device=dev), repeats)
+    one_thread_s = None
+    threads = torch.get_num_threads()
+    if dev.type == "cpu" and threads > 1:  # per core: serial runs on one, the tensor passes on all of them
+        torch.set_num_threads(1)
+        try:
+            one_thread_s, _, _ = timed(lambda: traditional.compile_to_batches(sources, dev)[0], repeats)
+        finally:
+            torch.set_num_threads(threads)
     passes: dict[str, float] = {}
     traditional.compile_to_batches(sources, dev, timings=passes)
     ok = result.n_ok
@@ -38,6 +46,8 @@ def run(n: int = 4096, seed: int = 0, device=None, repeats: int = 3, json_path: 
         "serial_mb_per_s": n_bytes / serial_s / 1e6, "traditional_device_mb_per_s": n_bytes / device_s / 1e6,
         "ratio_device_vs_serial": serial_s / device_s, "ratio_end_to_end_vs_serial": serial_s / full_s,
         "passes_s": passes, "chunks": len(batches),
+        "traditional_device_1thread_s": one_thread_s,
+        "ratio_device_1thread_vs_serial": serial_s / one_thread_s if one_thread_s else None,
     }
     print(f"gpuiter bench compile: {n} generated programs, {n_bytes / 1e6:.2f} MB, {ok} valid, device {dev}")
     print(f"  serial (CPython ast)          {serial_s * 1e3:9.1f} ms  {n / serial_s:12,.0f} programs/s "
@@ -46,6 +56,10 @@ def run(n: int = 4096, seed: int = 0, device=None, repeats: int = 3, json_path: 
           f"{n_bytes / device_s / 1e6:7.2f} MB/s   {serial_s / device_s:6.2f}x serial")
     print(f"  traditional, to host Programs {full_s * 1e3:9.1f} ms  {n / full_s:12,.0f} programs/s "
           f"{n_bytes / full_s / 1e6:7.2f} MB/s   {serial_s / full_s:6.2f}x serial")
+    if one_thread_s:
+        print(f"  traditional, 1 thread, batch  {one_thread_s * 1e3:9.1f} ms  {n / one_thread_s:12,.0f} programs/s "
+              f"{n_bytes / one_thread_s / 1e6:7.2f} MB/s   {serial_s / one_thread_s:6.2f}x serial "
+              f"(the rows above use {threads} threads)")
     total = sum(passes.values()) or 1.0
     print("  per pass: " + ", ".join(f"{k} {v * 1e3:.0f} ms ({100 * v / total:.0f}%)" for k, v in passes.items()))
     if json_path:

@@ -1,0 +1,42 @@
+"""`gpuiter bench compile`: what it reports and writes (never how fast: tests do not assert times)."""
+
+import json
+import subprocess
+import sys
+
+import torch
+
+from jupyter_gpuiter.bench import compile as bench_compile
+from jupyter_gpuiter.compilers.serial import compile_sources
+from jupyter_gpuiter.ir import Program
+from jupyter_gpuiter.lang.generate import generate_batch
+
+PASSES = ["pack", "lex", "rules", "parse", "semantic", "codegen"]
+
+
+def test_report_is_consistent_and_restores_threads(tmp_path, capsys):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        report = bench_compile.run(n=48, seed=3, device="cpu", repeats=1, json_path=tmp_path / "compile.json")
+        assert torch.get_num_threads() == 2  # the one-thread row puts the thread count back
+    finally:
+        torch.set_num_threads(threads)
+    sources = generate_batch(48, 3)
+    assert report["programs"] == 48 and report["bytes"] == sum(len(s.encode()) for s in sources)
+    assert report["valid"] == sum(isinstance(r, Program) for r in compile_sources(sources)) == 48
+    assert report["ratio_device_vs_serial"] == report["serial_s"] / report["traditional_device_s"]
+    assert report["ratio_device_1thread_vs_serial"] == report["serial_s"] / report["traditional_device_1thread_s"]
+    assert list(report["passes_s"]) == PASSES and all(v > 0 for v in report["passes_s"].values())
+    assert json.loads((tmp_path / "compile.json").read_text()) == json.loads(json.dumps(report))
+    out = capsys.readouterr().out
+    assert "traditional, 1 thread, batch" in out and "(the rows above use 2 threads)" in out
+    assert out.count("x serial") == 3
+
+
+def test_cli_writes_json(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "jupyter_gpuiter.cli", "bench", "compile", "--n", "16", "--repeats", "1",
+                        "--device", "cpu", "--out", str(tmp_path)], capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    report = json.loads((tmp_path / "compile.json").read_text())
+    assert report["suite"] == "compile" and report["valid"] == 16 and report["machine"]["device"] == "cpu"
