@@ -178,6 +178,22 @@ def test_lexer_matches_the_reference_on_random_text():
         assert got_err == ((err.kind, err.line, err.col) if err else None), s
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(st.characters(codec="utf-8") | st.sampled_from(["\udc80", "é", "\r", "\x00"]), max_size=30),
+                max_size=12), st.data())
+def test_pack_pads_each_source_to_the_widest(sources, data):
+    from jupyter_gpuiter.compilers.traditional.pack import encode, pack
+
+    as_bytes = data.draw(st.lists(st.booleans(), min_size=len(sources), max_size=len(sources)))
+    mixed = [encode(s) if b else s for s, b in zip(sources, as_bytes)]  # str and pre-encoded bytes alike
+    out, lengths = pack(mixed, "cpu")
+    raw = [s.encode("utf-8", errors="surrogatepass") for s in sources]
+    width = max(map(len, raw), default=0) + 1  # at least one padding byte after the longest
+    assert out.dtype == torch.uint8 and out.shape == (len(sources), width)
+    assert lengths.tolist() == [len(r) for r in raw]
+    assert [bytes(row) for row in out.tolist()] == [r + bytes(width - len(r)) for r in raw]
+
+
 def test_pass_timings_are_reported():
     timings = {}
     traditional.compile_batch(generate.generate_batch(20, 1), timings=timings)

@@ -27,6 +27,7 @@ from . import dfa
 from .codegen import codegen
 from .common import NO_ERROR, decode_keys, error_key
 from .lex import lex
+from .pack import encode, pack
 from .parse import parse
 from .rules import MESSAGES as RULE_MESSAGES
 from .rules import check
@@ -90,9 +91,8 @@ class Chunk:
     data: torch.Tensor  # normalised bytes [B, L + 1]
 
 
-def compile_chunk(sources: list[str], device, timings: dict | None = None) -> Chunk:
-    """One chunk of sources through all passes."""
-    from .pack import pack
+def compile_chunk(sources: Sequence[str | bytes], device, timings: dict | None = None) -> Chunk:
+    """One chunk of sources (str, or bytes from pack.encode) through all passes."""
 
     t = timings if timings is not None else {}
 
@@ -157,7 +157,8 @@ def compile_to_batches(sources: list[str], device=None, timings: dict | None = N
     """The device part: per chunk (indices into `sources`, Chunk). Sources over the size limit are left
     out (compile_batch reports them)."""
     device = torch.device(device or "cpu")
-    sizes = np.array([len(s.encode("utf-8", errors="surrogatepass")) for s in sources], dtype=np.int64)
+    encoded = [encode(s) for s in sources]
+    sizes = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
     order = [i for i in np.argsort(sizes, kind="stable").tolist() if sizes[i] <= spec.MAX_SOURCE_BYTES]
     batches = []
     start = 0
@@ -172,7 +173,7 @@ def compile_to_batches(sources: list[str], device=None, timings: dict | None = N
             used += width
             stop += 1
         sel = order[start:stop]
-        batches.append((sel, compile_chunk([sources[i] for i in sel], device, timings)))
+        batches.append((sel, compile_chunk([encoded[i] for i in sel], device, timings)))
         start = stop
     return batches, sizes
 
