@@ -5,10 +5,17 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-${OUT:-gpu-results}}"
 mkdir -p "$OUT"
-PY="${PYTHON:-.venv/bin/python}"
-if [ ! -x "$PY" ]; then
-  python3 -m venv .venv && .venv/bin/pip -q install --upgrade pip && .venv/bin/pip -q install torch && \
-    .venv/bin/pip -q install -e ".[test]" && PY=.venv/bin/python
+# The interpreter: $PYTHON, else this checkout's venv, else python3 (a lent device machine's holds a CUDA
+# torch, numpy, hypothesis and pytest, and can fetch nothing: nothing is installed, the tree is imported
+# from here, and only the tests that need no Jupyter package run).
+PY="${PYTHON:-}"
+if [ -z "$PY" ]; then
+  if [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python3; fi
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1  # output survives a timeout
+if ! "$PY" -c "import torch, numpy" 2>/dev/null; then
+  echo "gpu-check: $PY has no torch and numpy" >&2
+  exit 1
 fi
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -17,7 +24,7 @@ fi
 } > "$OUT/machine.txt" 2>&1
 # Worst case of the timeouts below: 7.9 minutes.
 # GPU-marked tests (differential traditional-vs-serial on CUDA, ...)
-timeout 140 "$PY" -m pytest -q -m gpu -p no:cacheprovider tests > "$OUT/gpu-tests.txt" 2>&1
+timeout 140 "$PY" -m pytest -q -m gpu -p no:cacheprovider $(grep -l "mark.gpu" tests/test_*.py) > "$OUT/gpu-tests.txt" 2>&1
 echo "gpu tests exit $?" >> "$OUT/gpu-tests.txt"
 bench() {  # bench NAME TIMEOUT SUITE ARGS...: one suite, its JSON under $OUT/NAME, its output in $OUT/bench-NAME.txt
   local name=$1 limit=$2
@@ -25,7 +32,8 @@ bench() {  # bench NAME TIMEOUT SUITE ARGS...: one suite, its JSON under $OUT/NA
   timeout "$limit" "$PY" -m jupyter_gpuiter.cli bench "$@" --device cuda --out "$OUT/$name" > "$OUT/bench-$name.txt" 2>&1
 }
 bench compile-4096 45 compile --n 4096
-bench compile-65536 75 compile --n 65536 --repeats 2
+# programs/s on a GPU-sized batch by chunk size (no serial run: 65,536 programs cost it ~40 s), per pass
+timeout 75 "$PY" -u scripts/chunk-sweep.py --device cuda --n 65536 --repeats 2 > "$OUT/chunk-sweep.txt" 2>&1
 bench vm 40 vm
 bench verify 40 verify
 bench neural 60 neural

@@ -217,3 +217,19 @@ def test_full_sweep(part):
     mutants = [m for m, _ in generate.mutate_batch(sources, 60_000 + part)]
     assert_agree(sources)
     assert_agree(mutants)
+
+
+@pytest.mark.parametrize("free_gb, expect", [(0.5, "floor"), (8, "quarter"), (200, "cap")])
+def test_cuda_chunks_take_a_quarter_of_free_memory_within_bounds(monkeypatch, free_gb, expect):
+    free = int(free_gb * 2**30)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free, 2 * free))
+    cells = traditional.chunk_cells(torch.device("cuda"))  # a device object needs no GPU
+    budget = 4 * traditional.BYTES_PER_CELL  # bytes of free memory a cell may claim
+    if expect == "floor":  # a small GPU still gets the CPU's chunks
+        assert cells == traditional.CHUNK_CELLS > free // budget
+    elif expect == "cap":
+        assert cells == traditional.CUDA_CHUNK_CELLS < free // budget
+    else:
+        assert traditional.CHUNK_CELLS < cells < traditional.CUDA_CHUNK_CELLS
+        assert cells * budget <= free < (cells + 1) * budget
+    assert traditional.chunk_cells(torch.device("cpu")) == traditional.CHUNK_CELLS

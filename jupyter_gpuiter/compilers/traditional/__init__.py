@@ -36,14 +36,28 @@ from .semantic import MSG_BASE, analyse
 
 PASSES = ("pack", "lex", "rules", "parse", "semantic", "codegen")
 LEX_MSG_BASE = 64
-#: byte cells (programs x padded length) per chunk; bounds memory to roughly 400 bytes a cell
+#: byte cells (programs x padded length) per chunk at most, on a CPU. A chunk's memory peaks at 225-410
+#: bytes a cell (peak RSS on the CPU, from 2 M to 16 M cells: more for larger chunks), budgeted as BYTES_PER_CELL
 CHUNK_CELLS = 1 << 21
+BYTES_PER_CELL = 400
+#: on CUDA, chunks may take a quarter of the device's free memory, up to this many cells (every int32
+#: flat index stays below 2^31: the largest, codegen's, spans B * N * 3 <= 3 cells)
+CUDA_CHUNK_CELLS = 1 << 24
 #: A chunk that already has this many cells (per device type) stops growing once padding to the next
 #: program's length would make it PAD_WASTE times its programs' bytes: every pass costs B x L, so a
 #: batch with short and long programs is cheaper in a few length-homogeneous chunks (1.7x on 4,096
-#: generated programs on the 2-core CPU); GPUs prefer fewer, larger launches.
-MIN_CHUNK_CELLS = {"cpu": 1 << 17, "cuda": 1 << 20}
+#: generated programs on the 2-core CPU). A GPU pays ~1,000 kernel launches a chunk whatever its size,
+#: so it prefers fewer, larger chunks (the CUDA figures are not measured yet: scripts/chunk-sweep.py).
+MIN_CHUNK_CELLS = {"cpu": 1 << 17, "cuda": 1 << 22}
 PAD_WASTE = 1.1
+
+
+def chunk_cells(device: torch.device) -> int:
+    """The most byte cells one chunk may have on `device` (its memory budget)."""
+    if device.type != "cuda":
+        return CHUNK_CELLS
+    free, _ = torch.cuda.mem_get_info(device)
+    return int(min(CUDA_CHUNK_CELLS, max(CHUNK_CELLS, free // (4 * BYTES_PER_CELL))))
 
 
 _NAME_AT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\s*\.\s*([A-Za-z_][A-Za-z0-9_]*))?")
@@ -162,13 +176,14 @@ def compile_to_batches(sources: list[str], device=None, timings: dict | None = N
     order = [i for i in np.argsort(sizes, kind="stable").tolist() if sizes[i] <= spec.MAX_SOURCE_BYTES]
     batches = []
     start = 0
-    min_cells = MIN_CHUNK_CELLS.get(device.type, CHUNK_CELLS)
+    max_cells = chunk_cells(device)
+    min_cells = min(MIN_CHUNK_CELLS.get(device.type, max_cells), max_cells)
     while start < len(order):
         stop, used = start + 1, int(sizes[order[start]]) + 1
         while stop < len(order):
             width = int(sizes[order[stop]]) + 1
             cells = (stop - start + 1) * width
-            if cells > CHUNK_CELLS or (cells > min_cells and cells > PAD_WASTE * (used + width)):
+            if cells > max_cells or (cells > min_cells and cells > PAD_WASTE * (used + width)):
                 break
             used += width
             stop += 1
