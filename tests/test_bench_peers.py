@@ -107,6 +107,17 @@ def test_numba_is_optional(tmp_path, monkeypatch):
     assert report["peers"]["gpuiter"]["status"] == "measured"
 
 
+def test_plotly_is_optional_for_the_figures(tmp_path, monkeypatch, capsys):
+    # a bare GPU machine (scripts/gpu-check.sh) has torch but not plotly: the JSON is written, no plot
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "plotly" else real(name, *a))
+    report = run(device="cpu", iterations=1, tests=64, kernels=["softplus"], peers=["gpuiter"],
+                 json_path=str(tmp_path / "p.json"))
+    assert json.loads((tmp_path / "p.json").read_text())["peers"]["gpuiter"]["status"] == "measured"
+    assert report["peers"]["gpuiter"]["status"] == "measured"
+    assert not (tmp_path / "p.html").exists() and "no plot: plotly is not installed" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("kernel", list(KERNELS))
 def test_idioms_compute_the_same_function(kernel, root):
     """Every idiom of a kernel computes what its kernel-language form computes (in float64), and the

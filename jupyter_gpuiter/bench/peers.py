@@ -513,7 +513,10 @@ def print_table(report: dict) -> None:
 
 def write_plot(report: dict, html_path) -> list[Path]:
     """A plotly bar chart (log scale) of the median edit latency per kernel and peer; a PNG too where kaleido is
-    installed."""
+    installed; none where plotly is missing (a bare device machine: the JSON has the figures)."""
+    if importlib.util.find_spec("plotly") is None:
+        print("  no plot: plotly is not installed")
+        return []
     import plotly.graph_objects as go
 
     names = list(report["kernels"])
