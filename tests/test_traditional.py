@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 
 from jupyter_gpuiter import compile_batch
 from jupyter_gpuiter.compilers import traditional
-from jupyter_gpuiter.ir import ProgramBatch
+from jupyter_gpuiter.ir import Program, ProgramBatch
 from jupyter_gpuiter.lang import generate, spec
+from jupyter_gpuiter.lang.errors import CompileError
 from jupyter_gpuiter.lang.lexer import tokenize
 
 
@@ -233,3 +234,15 @@ def test_cuda_chunks_take_a_quarter_of_free_memory_within_bounds(monkeypatch, fr
         assert traditional.CHUNK_CELLS < cells < traditional.CUDA_CHUNK_CELLS
         assert cells * budget <= free < (cells + 1) * budget
     assert traditional.chunk_cells(torch.device("cpu")) == traditional.CHUNK_CELLS
+
+
+def test_batches_leave_as_ordinary_tensors():
+    # the passes run under torch.inference_mode; what leaves must accept in-place updates outside it
+    sources = ["def f(x):\n    return x * 0x1F + 1e400\n", "def g(x):\n    return y\n"]  # a host-valued literal
+    batches, _ = traditional.compile_to_batches(sources, "cpu")
+    result = compile_batch(sources, mode="traditional")
+    for batch in [c.batch for _, c in batches] + [result.batch]:
+        for t in (batch.ops, batch.args, batch.imm, batch.lengths, batch.n_params, batch.error):
+            assert not t.is_inference()
+        batch.imm.add_(0.0)  # an inference tensor raises here
+    assert isinstance(result[0], Program) and isinstance(result[1], CompileError)
