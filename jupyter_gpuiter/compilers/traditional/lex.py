@@ -5,8 +5,9 @@ table lookup over the batch (L <= 8 KiB by the language's limits); the odd posit
 vectorised lookup. Everything else is a few dozen O(B*L) tensor ops and O(B*T) ones after compaction,
 with no Python loop over programs and no host synchronisation but the one read that sizes T (and the
 number list): per-byte facts (token start, boundary, error, escape, paren, newline, number digit and
-digit value) are one int16 table lookup on the transition index, counts are int32 prefix sums (one
-int64 one packs characters, newlines and number fields), token ends come from one amax scatter per
+digit value) are one int16 table lookup on the transition index, counts are int16 or int32 prefix sums
+(one int64 one packs characters, newlines and number fields), positions int16 where they fit (L <
+2^14) and signs read by shifts rather than comparisons, token ends come from one amax scatter per
 boundary stretch, line starts from a running maximum, and token fields are read at the compacted
 token starts (int64 indices, converted once: on two threads a gather beats an index_select on a
 flat int32 index); the Tokens' positions, lines, columns and kinds are int32. Number values are
@@ -146,15 +147,15 @@ def _words(b: torch.Tensor) -> torch.Tensor:
 
 
 class _First:
-    """[B] index of the first nonzero per row of [B, L] masks (bool, or facts & a flag), or BIG: the
-    row maximum of mask * (L - i) in int32 (argmax over a bool row is slow on a CPU)."""
+    """[B] index of the first set entry per row of [B, L] masks (bool, or int16 0 / -1), or BIG: the
+    row maximum of the mask times, or and, L - i in int16 (argmax over a bool row is slow on a CPU)."""
 
     def __init__(self, L: int, device):
         self.L = L
-        self.countdown = torch.arange(L, 0, -1, dtype=torch.int32, device=device)
+        self.countdown = torch.arange(L, 0, -1, dtype=torch.int16, device=device)
 
-    def __call__(self, mask: torch.Tensor, flag: int = 1) -> torch.Tensor:
-        left = (mask * self.countdown).amax(1).long() // flag
+    def __call__(self, mask: torch.Tensor) -> torch.Tensor:
+        left = (mask * self.countdown if mask.dtype == torch.bool else mask & self.countdown).amax(1).long()
         return torch.where(left > 0, self.L - left, BIG)
 
 
@@ -191,12 +192,12 @@ def normalize_newlines(data: torch.Tensor, lengths: torch.Tensor, width: int):
     class offsets, see _X_CS) and the new lengths (int32)."""
     B, L = data.shape
     t = _tables(data.device)
-    keep = torch.arange(L, dtype=torch.int32, device=data.device) < lengths[:, None].int()
-    keep[:, :-1] &= (data[:, :-1] != 13) | (data[:, 1:] != 10)
-    slot = keep.cumsum(1, dtype=torch.int32)
+    keep = ((torch.arange(L, dtype=torch.int16, device=data.device) - lengths[:, None].short()) >> 15).bool()
+    keep[:, :-1] &= ((data[:, :-1] ^ 13) | (data[:, 1:] ^ 10)).bool()
+    slot = keep.cumsum(1, dtype=torch.int16)
     x = torch.full((B, width + 1), dfa.EOF_BYTE, dtype=torch.int16, device=data.device)
     x.scatter_(1, (slot * keep).long(), data.short())  # dropped bytes go to slot 0
-    return take(t["input"], x[:, 1:].int()), slot[:, -1]
+    return take(t["input"], x[:, 1:].int()), slot[:, -1].int()
 
 
 def _run_dfa(x: torch.Tensor, t: dict) -> torch.Tensor:
@@ -209,17 +210,19 @@ def _run_dfa(x: torch.Tensor, t: dict) -> torch.Tensor:
     halves = x.view(torch.int32)
     offset = halves[:, 0::2] >> _X_CS  # class * S
     even, odd = offset[:, 0::2], offset[:, 1::2]
-    pair = halves[:, 1::4] + odd  # (class pair) * S: the high half at even positions
-    after = torch.empty((B, L // 2), dtype=torch.int32, device=x.device)  # states after each odd position
+    # (class pair) * S: the high half at even positions; step-major, so that each step reads and writes
+    # contiguous rows
+    pair = (halves[:, 1::4] + odd).t().contiguous()
+    after = torch.empty((L // 2, B), dtype=torch.int32, device=x.device)  # states after each odd position
     idx = torch.empty(B, dtype=torch.int32, device=x.device)
     state = torch.zeros(B, dtype=torch.int32, device=x.device)
-    for p, a in zip(pair.unbind(1), after.unbind(1)):
+    for p, a in zip(pair.unbind(0), after.unbind(0)):
         torch.add(p, state, out=idx)
         torch.index_select(t["pair"], 0, idx, out=a)
         state = a
     out = torch.empty((B, L), dtype=torch.int32, device=x.device)
     out[:, 0] = even[:, 0]
-    torch.add(even[:, 1:], after[:, :-1], out=out[:, 2::2])
+    torch.add(even[:, 1:], after[:-1].t(), out=out[:, 2::2])
     torch.add(odd, take(t["next"], out[:, 0::2].contiguous()), out=out[:, 1::2])
     return out
 
@@ -230,9 +233,11 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     B, L0 = data.shape
     L = L0 + 1  # room for the EOF position
     x, lengths = normalize_newlines(data, lengths, L + (L & 1))  # the DFA's steps take an even width
-    b = x[:, :L] & 255
+    b = (x.view(torch.int16)[:, 0:4 * L:4] & 255).long()
+    # positions (int16 where they suffice: L < 2^14, and int16 ops cost a third of int32 ones; a
+    # comparison to bool costs as much as ten, so signs are read by shifts)
     pos = torch.arange(L, dtype=torch.int32, device=dev)
-    pos1 = pos + 1
+    pos16 = torch.arange(L, dtype=torch.int16, device=dev)
     trans_all = _run_dfa(x, t)  # [B, L or L + 1], contiguous
     trans = trans_all[:, :L]
     facts = take(t["facts"], trans_all)[:, :L]
@@ -241,15 +246,17 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
 
     # the stretch from each boundary to the next (a token, or a byte outside tokens) by the boundary's
     # count: its end and the number digits up to there, an amax of (i + 1) << 14 | digits through i
-    n_bound = fact(F_BOUNDARY).cumsum(1, dtype=torch.int32).long()
-    digits = (facts & F_DIGIT).cumsum(1, dtype=torch.int32)
+    # (one prefix sum, `digits`)
+    n_bound = fact(F_BOUNDARY).cumsum(1, dtype=torch.int16).long()
+    digits = ((facts & F_DIGIT) | 1 << 14).cumsum(1, dtype=torch.int32)
     stretch = torch.zeros((B, L + 1), dtype=torch.int32, device=dev)
-    stretch.scatter_reduce_(1, n_bound, digits + (pos1 << 14), "amax")
+    stretch.scatter_reduce_(1, n_bound, digits, "amax")
     at_end = stretch.gather(1, n_bound)  # per byte: the end of its token, the digits through it
     end_pos = at_end >> 14
+    end16 = end_pos.short()
 
     # lexical errors: the DFA's (a sink, so at most one), escapes in non-raw strings, unmatched ')'
-    det_dfa = first(facts & F_ERR, F_ERR)
+    det_dfa = first(fact(F_ERR))
     at = det_dfa.clamp(max=L - 1)[:, None]
     flags = t["flags"][trans.gather(1, at)[:, 0]]
     code_dfa, where_dfa = (flags >> 1) & 15, flags >> 5
@@ -258,11 +265,11 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     tok_start_at = (stretch.gather(1, n_bound.gather(1, q) - 1)[:, 0] >> 14).long()
     rep_dfa = torch.where(where_dfa == dfa.AT_PREV, det_dfa - 1,
                           torch.where(where_dfa == dfa.AT_TOKEN, tok_start_at, det_dfa))
-    det_esc = first(facts & F_ESC, F_ESC)  # at the byte after the backslash
+    det_esc = first(fact(F_ESC))  # at the byte after the backslash
     det_esc = torch.where(det_esc < BIG, det_esc - 1, BIG)
     delta = facts >> 14
-    depth = delta.cumsum(1, dtype=torch.int32)
-    det_par = first(depth < 0)
+    depth = delta.cumsum(1, dtype=torch.int16)
+    det_par = first(depth >> 15)
     det = torch.stack([det_dfa, det_esc, det_par], 1)
     first_err = det.argmin(1)[:, None]
     has_error = det.amin(1) < BIG
@@ -276,13 +283,13 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     # token without a kind (an unfinished string or number) always ends at the DFA's error: it may
     # end at the limit only when the state before that error has a kind.
     unfinished = take(t["kind"], trans.gather(1, (det_dfa - 1).clamp(0, L - 1)[:, None])[:, 0]) == 0
-    last_end = (limit - ((det_dfa == limit) & unfinished).long()).clamp(max=L + 1).int()[:, None]
-    kept = fact(F_START) & (end_pos <= last_end)
-    cand = fact(F_NL) & (pos < limit.clamp(max=L + 1).int()[:, None]) & (depth == delta)
+    last_end = (limit - ((det_dfa == limit) & unfinished).long()).clamp(max=L + 1).short()[:, None]
+    kept = fact(F_START) & ~((last_end - end16) >> 15).bool()
+    cand = fact(F_NL) & ((pos16 - limit.clamp(max=L + 1).short()[:, None]) >> 15).bool() & ~(depth - delta).bool()
     cand.scatter_(1, lengths[:, None].long(), ~has_error[:, None])  # the end of the file (the EOF byte is no F_NL)
     # a candidate is a NEWLINE when the last kept token or candidate before it is a token: the
     # running maximum of 2 (i + 1) + kept over both
-    mark = (kept | cand) * (pos1.short() * 2) + kept
+    mark = (kept | cand) * (pos16 * 2 + 2) + kept
     last = mark.cummax(1).values
     newline = cand.clone()
     newline[:, 0] = False
@@ -291,9 +298,9 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
 
     # compaction to [B, T]: the one scalar read inside the pipeline sizes the token arrays to the
     # longest program's token count instead of its byte count (about 4x smaller), and the number list
-    n_sel = selected.cumsum(1, dtype=torch.int32)
-    total = n_sel[:, -1]
-    T, NT = torch.stack([total.max(), digits[:, -1].max()]).tolist()  # a number has a digit
+    n_sel = selected.cumsum(1, dtype=torch.int16)
+    total = n_sel[:, -1].int()
+    T, NT = torch.stack([total.max(), (digits[:, -1] & _M14).max()]).tolist()  # a number has a digit
     T, NT = max(1, min(T, max_tokens)), max(1, NT)
     slots = torch.zeros((B, T + 2), dtype=torch.int32, device=dev)
     slots.scatter_(1, (n_sel * selected).clamp_(max=T + 1).long(), pos.expand(B, L))  # slot 0 and T + 1 discard
@@ -310,9 +317,9 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     # counts over [0, i): characters, newlines, number fields
     counts = torch.zeros((B, L + 1), dtype=torch.int64, device=dev)
     torch.cumsum(take(t["q"], trans_all)[:, :L], 1, out=counts[:, 1:])
-    # where the line of each byte starts (times F_LF): a running maximum of i * F_LF after each LF
-    line_at = torch.zeros((B, L), dtype=torch.int32, device=dev)
-    torch.mul(facts[:, :-1] & F_LF, pos1[:-1], out=line_at[:, 1:])
+    # where the line of each byte starts: a running maximum of i after each LF (F_LF's bit as a sign)
+    line_at = torch.zeros((B, L), dtype=torch.int16, device=dev)
+    torch.bitwise_and((facts[:, :-1] << 15 - _LF_SHIFT) >> 15, pos16[1:], out=line_at[:, 1:])
     line_at = line_at.cummax(1).values
 
     # the fields read are in the low halves of counts' words: read as int32, at 2 * index
@@ -320,9 +327,9 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
 
     def place(p, one):  # int32 (line, col, line start) of byte positions p (int64); 0, 0, 0 at p = 0 with one = 0
         z = low.gather(1, p * 2)
-        ls = line_at.gather(1, p) >> _LF_SHIFT
+        ls = line_at.gather(1, p)
         zl = low.gather(1, (ls * 2).long())
-        return ((z >> _Q_NL) & _M14) + one, ((z - zl) & _M14) + one, ls
+        return ((z >> _Q_NL) & _M14) + one, ((z - zl) & _M14) + one, ls.int()
 
     tok_line, tok_col, tok_line_start = place(start64, valid)  # padding starts at 0
     lex_line, lex_col, _ = (v[:, 0] for v in place(rep.clamp(0, L - 1)[:, None], 1))
@@ -440,7 +447,7 @@ def _numbers(t, facts, digits, at_end, counts, is_number, NT, tok_start, tok_end
     B = facts.shape[0]
     dev = facts.device
     # by the digit value and the digits after each byte in its token (modulo 32)
-    term = take(t["term"], ((at_end - digits) & 31) | (facts & 0xF00))
+    term = take(t["term"], (((at_end.short() - digits.short()) & 31) | (facts & 0xF00)).int())
     weighted = torch.zeros_like(counts)
     torch.cumsum(term, 1, out=weighted[:, 1:])
 
