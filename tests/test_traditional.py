@@ -246,3 +246,18 @@ def test_batches_leave_as_ordinary_tensors():
             assert not t.is_inference()
         batch.imm.add_(0.0)  # an inference tensor raises here
     assert isinstance(result[0], Program) and isinstance(result[1], CompileError)
+
+
+def test_lex_refuses_rows_its_int16_positions_cannot_hold():
+    from jupyter_gpuiter.compilers.traditional.lex import lex
+
+    with pytest.raises(ValueError, match="fewer than"):
+        lex(torch.zeros((1, 1 << 14), dtype=torch.uint8), torch.tensor([5]), 64)
+    longest = spec.MAX_SOURCE_BYTES + 1  # pack's width for the longest source compile_to_batches sends
+    tk = lex(torch.full((1, longest), ord(" "), dtype=torch.uint8), torch.tensor([longest - 1]), 64)
+    assert int(tk.count[0]) == 0 and int(tk.lex_error[0]) == 0
+    body = "def f(x):\n    return x * 2  # "
+    at_limit = [body + "y" * (spec.MAX_SOURCE_BYTES - len(body) - 1) + "\n", body + "é" * 4000 + "\n"]
+    assert len(at_limit[0].encode()) == spec.MAX_SOURCE_BYTES and len(at_limit[1].encode()) < spec.MAX_SOURCE_BYTES
+    got = assert_agree(at_limit + [at_limit[0] + "\n"])  # the last is one byte over: too-large
+    assert not got[0].startswith("error") and got[2].startswith("error")

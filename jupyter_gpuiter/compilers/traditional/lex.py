@@ -232,6 +232,8 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     dev = data.device
     B, L0 = data.shape
     L = L0 + 1  # room for the EOF position
+    if L >= 1 << 14:  # int16 positions (and twice them) must not wrap; compile_to_batches keeps L <= 8,194
+        raise ValueError(f"lex takes rows of fewer than {(1 << 14) - 1} bytes, got {L0}")
     x, lengths = normalize_newlines(data, lengths, L + (L & 1))  # the DFA's steps take an even width
     b = (x.view(torch.int16)[:, 0:4 * L:4] & 255).long()
     # positions (int16 where they suffice: L < 2^14, and int16 ops cost a third of int32 ones; a
