@@ -1,29 +1,32 @@
-"""Pass 5, codegen: nodes -> instructions, by one sort, prefix sums and one row gather.
+"""Pass 5, codegen: nodes -> instructions, by prefix sums, a running maximum and one row gather.
 
-Canonical order is statement order and left-to-right post-order, which is the order of
-(last token of the node, depth descending): a node ends with or after its last child and is
-shallower than its children; disjoint nodes are ordered by position. Each node emits 0..7
-instructions (a name emits none, a variadic min/max n-1); registers are the exclusive prefix sum of
-those counts in that order, offset by the parameters. Each program gets a table of instruction rows:
-one per token (its first instruction; operands from the children's registers), one per parameter,
-the return and padding. Rows in canonical order (parameters, sorted nodes, return, padding) tile the
-slots; a slot's row is the number of rows that end at or before it (a histogram of the rows' ends
-and one prefix sum), and a few gathers fill all fields; call arguments and the folds' accumulators
-are then scattered into their slots. O(B*T log T).
+Canonical order is statement order and left-to-right post-order: the nodes before a node are those
+that end before its first token, and its descendants (the nodes in its span but itself). Each node
+emits 0..7 instructions (a name emits none, a variadic min/max n-1); a node's first register is the
+number of parameters plus the instructions of the nodes before it: two prefix sums of those counts
+(by position, and less those of the nodes that have not ended) read at the ends of its span, no
+sort. Each program gets a table of instruction rows: one per token (its first instruction; operands
+from the children's registers), one per parameter, and padding. Rows in canonical order
+(parameters, nodes, padding from the return's slot on) tile the slots; a slot's row is the last to
+start at or before it (a running maximum of first slot and row code), and a few gathers fill all
+fields; the return, call arguments and the folds' accumulators are then scattered into their
+slots. O(B*T).
 
 Inputs arrive int32 and the pass works in int32 (registers, slots, keys and flat indices fit: B * N * 3
 < 2^31 under CHUNK_CELLS); gathers convert their indices (once each: on two threads that and a
 gather beat an index_select on a flat int32 index). Its masks (roles of nodes, aug operators,
 arguments) are sparse and regular, where the CPU's `torch.where` is fast (about 0.5 ns an element), and it avoids arithmetic
 between an integer or float tensor and a bool mask, which torch runs through a slow casting loop.
-The sort key keeps its values, so ties (only invalid trees have them) keep their order. Only the rows
-of tokens that emit instructions are ever read, so their fields are computed for those tokens only.
-The row tables are flat (B * T token rows, then the shared parameter and padding rows, then one
-return row per program), so each field is written in place and read by one index_select.
+Spans of an invalid tree may overlap, so their registers may collide: such rows are padding, and
+clamps keep their writes in range. Only the rows of tokens that emit instructions are ever read, so
+their fields are computed for those tokens only. The row tables are flat (B * T token rows, then the
+shared parameter and padding rows), so each field is written in place and read by one index_select.
 Outputs are int32 like the batch (imm float64).
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 
@@ -31,7 +34,7 @@ from ...ir import OP_INDEX
 from ...lang import spec
 from .common import first_true, take
 from .lex import Tokens
-from .parse import N_BIN, N_BOOL, N_CALL, N_NUM, N_PRE, N_TERN, Tree
+from .parse import N_ATTR, N_BIN, N_BOOL, N_CALL, N_CALLEE, N_NAME, N_NUM, N_PRE, N_TERN, Tree
 from .semantic import BUILTIN_NAMES, CONSTANT_NAMES, Semantics
 
 K = spec.TOK
@@ -40,14 +43,20 @@ NP = spec.MAX_PARAMS
 NK = len(spec.TOKEN_KINDS)
 NB = len(BUILTIN_NAMES)
 I32 = torch.int32
-# the op table: binary/aug op by kind, unary op by kind, builtin op by builtin, then select, const, bool
-_OP_UN, _OP_CALL, _OP_TERN = NK, 2 * NK, 2 * NK + NB
-_NO_INST = 1 << 30  # sort key of tokens without instructions, above every node's key
+N_TYPES = N_CALLEE + 1
 _TABLES: dict = {}
 
 
+@functools.lru_cache(maxsize=64)
+def _slot_codes(T: int, dev) -> tuple[torch.Tensor, torch.Tensor]:
+    """[N + 1] int32: slot s << 12 | T + s (a parameter's row code at its slot), and s (codes < 2^12:
+    T <= 2 * MAX_TOKENS + 2)."""
+    slot = torch.arange(T + NP + 3, dtype=I32, device=dev)
+    return (slot << 12) | (T + slot), slot
+
+
 def _tables(dev):
-    """(op table (see _OP_*), builtin is variadic, immediates: 0.0 then the constants' values, the
+    """(op table (see codegen), builtin is variadic, immediates: 0.0, the constants' values, 1.0 (True), the
     parameters' and padding rows' ops and immediates [NP + 1], -1 as an int32 scalar tensor)."""
     if dev not in _TABLES:
         binary, unary = [-1] * NK, [-1] * NK
@@ -56,9 +65,16 @@ def _tables(dev):
         for tok, op in spec.AUG_ASSIGN.items():
             binary[K[tok]] = OP_INDEX[spec.BINARY_OPS[op].ir_op]
         unary[K["-"]], unary[K["+"]], unary[K["not"]] = OP_INDEX["neg"], OP_INDEX["pos"], OP_INDEX["not"]
-        ops = (binary + unary + [OP_INDEX[spec.BUILTINS[n].ir_op] for n in BUILTIN_NAMES]
-               + [OP_INDEX["select"], OP_INDEX["const"], OP_INDEX["bool"]])
-        imm = [0.0] + [float(spec.CONSTANTS[n]) for n in CONSTANT_NAMES]
+        builtin_ops = [OP_INDEX[spec.BUILTINS[n].ir_op] for n in BUILTIN_NAMES]
+        ops = []  # by (builtin + 1, node type, kind); what a node of each type emits, first role first
+        for b in [-1] + list(range(NB)):
+            for t in range(N_TYPES):
+                for k in range(NK):
+                    ops.append(OP_INDEX["const"] if t in (N_NUM, N_NAME, N_ATTR) else OP_INDEX["bool"]
+                               if t == N_BOOL else OP_INDEX["select"] if t == N_TERN else
+                               (builtin_ops[b] if b >= 0 else -1) if t == N_CALL else unary[k] if t == N_PRE
+                               else binary[k])
+        imm = [0.0] + [float(spec.CONSTANTS[n]) for n in CONSTANT_NAMES] + [1.0]
         extra_ops = [OP_INDEX["param"]] * NP + [-1]  # parameters, padding
         _TABLES[dev] = tuple(t.to(dev) for t in (
             torch.tensor(ops, dtype=I32),
@@ -73,11 +89,12 @@ def _tables(dev):
 def codegen(tk: Tokens, tr: Tree, sm: Semantics, ok: torch.Tensor):
     """(ops [B, N], args [B, N, 3], imm [B, N], imm_token [B, N], lengths [B]); N = T + 34; all int32
     but imm (float64). Rows where not `ok` (programs with errors) are all padding, of length 0, as
-    ProgramBatch packs them (their imm_token as for a valid row)."""
+    ProgramBatch packs them (their imm_token all -1)."""
     kind = tk.kind
     dev = kind.device
     B, T = kind.shape
-    N = T + NP + 2  # slots; also rows in canonical order: parameters, tokens, the return, padding
+    N = T + NP + 2  # slots: parameters, instructions, the return, padding
+    assert N < 4096  # row codes in 12 bits
     op_tab, b_var, imm_tab, extra_ops, extra_imm, minus1 = _tables(dev)
     pos = torch.arange(T, dtype=I32, device=dev)
     body, nt = tr.body, tr.ntype
@@ -94,28 +111,30 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics, ok: torch.Tensor):
     variadic = is_call & take(b_var, builtin)
     inst = node | aug_here
     n_inst = torch.where(variadic, (tr.n_args - 1).clamp_(min=1), inst.int())
-    # sort key (last token, -depth); the aug instruction comes after its whole statement (depth 0)
+    # a node's first register: the parameters, then the instructions of the nodes before it in
+    # canonical order, which are those that end before its first token and its descendants (the
+    # nodes in its span but itself); the aug instruction spans its statement's value, from the
+    # first token (walls' node_start)
     sv = tr.stmt_value.gather(1, first_tok)
     node_end = tr.node_end
-    end = torch.where(aug_here, node_end.gather(1, sv.clamp(min=0).long()), node_end)
-    key = torch.where(inst, end * (T + 2) - tr.depth, _NO_INST)  # (aug operators are walls: depth 0)
-    order = key.argsort(1)
-    # rows in canonical order: parameters, nodes, return, padding; their registers by a prefix sum
+    end1 = torch.where(aug_here, node_end.gather(1, sv.clamp(min=0).long()), node_end).add_(1).long()
+    w_ext = torch.zeros((B, T + 1), dtype=I32, device=dev)
+    w_ext[:, 1:] = n_inst
+    upto = w_ext.cumsum(1, dtype=I32)  # instructions of the tokens before each column
+    # and of those that do not end before it
+    open_ = w_ext.sub_(torch.zeros_like(w_ext).scatter_add_(1, end1, n_inst)).cumsum(1, dtype=I32)
     P = sm.n_params
-    counts = torch.cat([(torch.arange(NP, device=dev) < P[:, None]).int(), n_inst.gather(1, order),
-                        torch.ones((B, 2), dtype=I32, device=dev)], 1)
-    ends = counts.cumsum(1, dtype=I32)
-    base = torch.empty_like(n_inst)
-    base.scatter_(1, order, ends[:, NP:NP + T] - counts[:, NP:NP + T])
+    base = upto.gather(1, end1).sub_(open_.gather(1, tr.node_start.long())).sub_(n_inst).add_(P[:, None])
+    total = P + upto[:, T]  # parameters and instructions: the return's slot
     value_reg = base + n_inst - 1
     # the register a node's value lives in: its own, or a name's binding's (a node's, or parameter
     # src - T's: src < 2T)
-    reg = torch.cat([value_reg, pos.expand(B, T)], 1).gather(1, torch.where(sm.source < 0, pos, sm.source).long())
+    reg = torch.cat([value_reg, pos.expand(B, T)], 1).gather(1, sm.source.long())
     reg_ext = torch.cat([torch.full_like(reg[:, :1], -1), reg], 1)  # a sentinel first column for "no node"
 
-    # the row tables, flat: B * T token rows, then the parameters' NP rows, padding, B returns
-    BT, RET = B * T, B * T + NP + 1
-    n_rows = RET + B
+    # the row tables, flat: B * T token rows, then the parameters' NP rows and padding
+    BT = B * T
+    n_rows = BT + NP + 1
     rows_args = torch.empty((n_rows, 3), dtype=I32, device=dev)
     rows_op = torch.empty(n_rows, dtype=I32, device=dev)
     rows_tok = torch.empty(n_rows, dtype=I32, device=dev)
@@ -133,35 +152,34 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics, ok: torch.Tensor):
     has_ret = body & (tr.stmt_kind == 3)
     ret_stmt = first_true(has_ret).clamp_(min=0).long()  # the first return statement (0 if none)
     ret_value = tr.stmt_value.gather(1, ret_stmt[:, None]).clamp_(0, T - 1).long()
-    rows_args[RET:, 0] = reg.gather(1, ret_value)[:, 0]
-    # op, as an op-table index: bool constant > constant > ternary > builtin call > prefix > binary or
-    # aug operator (the first role that applies)
-    op_idx = torch.where(is_pre, kind + _OP_UN, kind)
-    op_idx = torch.where(is_call, sm.builtin + _OP_CALL, op_idx)
-    op_idx = torch.where(is_tern, _OP_TERN, op_idx)
-    op_idx = torch.where(is_const, torch.where(is_bool, _OP_TERN + 2, _OP_TERN + 1), op_idx)
+    ret_reg = reg.gather(1, ret_value)[:, 0]
+    # op by (builtin, node type, kind): of instruction tokens, names and attributes are constants,
+    # aug operators have no node type
+    op_idx = sm.builtin.add(1).mul_(N_TYPES).add_(nt.int()).mul_(NK).add_(kind)
     torch.index_select(op_tab, 0, op_idx.view(-1), out=rows_op[:BT])
-    rows_op[BT:RET] = extra_ops
-    rows_op[RET:] = OP_INDEX["ret"]
+    rows_op[BT:] = extra_ops
     torch.where(is_num & tk.slow_number, pos, minus1, out=rows_tok[:BT].view(B, T))  # valued on the host
     rows_tok[BT:] = -1
     # immediates: a number's value, True as 1.0, or a named constant's value (imm_tab[0] = 0.0)
-    imm = torch.where(is_bool & (kind == K["True"]), 1.0, take(imm_tab, sm.const_name + 1))
+    is_true = (kind ^ K["True"]).clamp_(max=1).neg_().add_(1)  # kind == True as int32 arithmetic
+    imm = take(imm_tab, is_true.mul_(len(CONSTANT_NAMES) + 1).add_(sm.const_name).add_(1))
     torch.where(is_num, tk.value, imm, out=rows_imm[:BT].view(B, T))
-    rows_imm[BT:RET] = extra_imm
-    rows_imm[RET:] = 0.0
+    rows_imm[BT:] = extra_imm
 
-    # each slot's row: rows tile the slots in canonical order, so slot s is in row number
-    # #(rows ending at or before s); the last row (padding) also takes every slot after the end
-    hist = torch.zeros((B, N + 1), dtype=I32, device=dev)
-    hist.scatter_add_(1, ends[:, :-1].clamp(max=N).long(), torch.ones_like(ends[:, :1]).expand(B, N - 1))
-    owner = hist[:, :N].cumsum(1, dtype=I32)
-    rows = torch.arange(B, device=dev)[:, None]
-    canon = torch.cat([BT + torch.arange(NP, device=dev).expand(B, NP), order + rows * T, RET + rows,
-                       torch.full((B, 1), BT + NP, device=dev)], 1)
-    row = canon.gather(1, owner.long())
-    imm_token = rows_tok.index_select(0, row.view(-1)).view(B, N)
+    # each slot's row: rows tile the slots (parameters, instructions in canonical order, padding from
+    # the return's slot on), so a slot's row is the last to start at or before it: a running maximum
+    # of (first slot << 12 | row code), the code a token's position, or T + parameter (padding T + NP)
+    slot_code, slot = _slot_codes(T, dev)
+    codes = slot_code & (slot - P[:, None]).bitwise_right_shift_(31)  # parameters' rows
+    codes.scatter_(1, total.clamp(max=N)[:, None].long(), (total << 12).add_(T + NP)[:, None])
+    at = (base.clamp(0, N) - N).mul_(inst).add_(N).long()  # others to a spare column
+    codes.scatter_(1, at, (base << 12).bitwise_or_(pos))
+    code = codes.cummax(1).values[:, :N].bitwise_and_(4095)
+    # tokens' rows are b * T + code, the others' BT + code - T
+    shift = (torch.arange(B, dtype=I32, device=dev) * T - (BT - T))[:, None]
+    row = (code - T).bitwise_right_shift_(31).bitwise_and_(shift).add_(code).add_(BT - T)
     row = torch.where(ok[:, None], row, BT + NP).view(-1)  # invalid rows: padding
+    imm_token = rows_tok.index_select(0, row).view(B, N)
     ops = rows_op.index_select(0, row).view(B, N)
     imm = rows_imm.index_select(0, row).view(B, N)
     spare = B * N * 3  # one flat slot past the operands, for writes that land nowhere
@@ -184,5 +202,9 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics, ok: torch.Tensor):
     off = s >= N
     flat.scatter_(0, torch.where(~is_arg | off, spare, at + r.clamp(0, 2) - fold32).view(-1).long(), reg.view(-1))
     flat.scatter_(0, torch.where(fold & ~off, at, spare).view(-1).long(), (s - 1).view(-1))
-    lengths = (P + (ends[:, NP + T] - ends[:, NP - 1])).mul_(ok)  # parameters, instructions, the return
+    # the return, in valid rows
+    ret_at = total.clamp(max=N - 1)[:, None].long()
+    ops.scatter_(1, ret_at, torch.where(ok, OP_INDEX["ret"], -1).int()[:, None])
+    flat.view(-1)[:spare].view(B, N * 3).scatter_(1, ret_at * 3, torch.where(ok, ret_reg, -1)[:, None])
+    lengths = (total + 1).mul_(ok)  # parameters, instructions, the return
     return ops, flat[:spare].view(B, N, 3), imm, imm_token, lengths

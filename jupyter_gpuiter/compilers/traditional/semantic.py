@@ -68,7 +68,7 @@ CONSTANT_NAMES = list(spec.CONSTANTS)
 class Semantics:
     """int32 but for the bools and the error key (int64)."""
 
-    source: torch.Tensor  # [B, T] for name references: binding source (node pos, or T + param index), else -1
+    source: torch.Tensor  # [B, T] name references: binding source (node pos, or T + param index), others themselves
     const_name: torch.Tensor  # [B, T] name/attr nodes that are constants: index into CONSTANT_NAMES, else -1
     builtin: torch.Tensor  # [B, T] call nodes: index into BUILTIN_NAMES, else -1
     is_ref: torch.Tensor  # [B, T] value-position name nodes bound to a local or parameter
@@ -266,8 +266,8 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     nxt, spare = select(has_src, ref_src, pos).long(), torch.empty((B, T), dtype=torch.long, device=dev)
     for _ in range(max(1, (T // 3).bit_length())):
         nxt, spare = torch.gather(nxt, 1, nxt, out=spare), nxt
-    # sources: the chain's end; parameters as T + index
-    source = select(is_param, n_before.add_(T), pos + 1).gather(1, nxt).mul_(has_src).sub_(1)
+    # sources: the chain's end; parameters as T + index (so a parameter is its own source)
+    source = select(is_param, n_before.add_(T - 1), pos).gather(1, nxt)
 
     # builtins and constants
     name_key = gather(tk.key, tr.name_tok)
