@@ -79,6 +79,21 @@ def isin(x: torch.Tensor, values) -> torch.Tensor:
     return take(_MEMBERSHIP[key], x)
 
 
+# Equality tests as ~(x ^ c).bool(): on a CPU a comparison to bool costs about twice an xor and a
+# zero test (the same results on any device).
+def _eq(x: torch.Tensor, c) -> torch.Tensor:
+    return ~(x ^ c).bool()
+
+
+def _ne(x: torch.Tensor, c) -> torch.Tensor:
+    return (x ^ c).bool()
+
+
+def _at_first(rows: torch.Tensor, T: int) -> torch.Tensor:
+    """[B, T] mask of the first token of the rows where `rows` [B]."""
+    return torch.nn.functional.pad(rows[:, None], (0, T - 1))
+
+
 @dataclass
 class Structure:
     """What later passes need: logical lines, brackets, the header, the docstring. Integers are int32
@@ -109,101 +124,108 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
 
     prev = shift_right(kind, K["newline"])
     nxt = shift_left(kind, K["newline"])
-    is_open, is_close = kind == K["("], kind == K[")"]
+    is_open, is_close = _eq(kind, K["("]), _eq(kind, K[")"])
     delta = is_open.int() - is_close.int()
     depth_after = delta.cumsum(1, dtype=torch.int32)
     depth = depth_after - delta
     # brackets
-    is_call = is_open & (prev == K["name"])
-    fail(is_open & isin(prev, OPERAND_END[1:]), "only builtin functions can be called")
+    operand_before = isin(prev, OPERAND_END)
+    is_call = is_open & _eq(prev, K["name"])
+    fail(is_open & operand_before & ~is_call, "only builtin functions can be called")
     fail(is_open & (depth_after > spec.MAX_NESTING), f"more than {spec.MAX_NESTING} nested brackets", P_LIMIT)
+    # padding (kind 0) keeps the final depth, so the suffix may run past the last token
     suffix_min = shift_left(depth_after, INF).flip(1).cummin(1).values.flip(1)
-    suffix_min = torch.where(pos + 1 < tk.count[:, None], suffix_min, INF)
     fail(is_open & (suffix_min >= depth_after) & complete[:, None], "'(' was never closed")
-    level_key = torch.where(is_open & valid, depth_after * (T + 1) + pos, INF).sort(1).values
-    query = depth * (T + 1) + pos
-    found = torch.searchsorted(level_key, query, out_int32=True) - 1
-    cand = gather(level_key, found)
-    enclosing = torch.where((found >= 0) & (cand // (T + 1) == depth) & (depth > 0), cand % (T + 1), -1)
+    level_key = torch.where(is_open, depth_after * (T + 1) + pos, INF).sort(1).values
+    level = depth * (T + 1)
+    found = torch.searchsorted(level_key, level + pos, out_int32=True)
+    # the last key below the token's own: an open at its depth iff it lies in [level, level + pos);
+    # keys of deeper opens (and INF, and level_key[0] when found is 0) lie above, none below level
+    # reaches depth 0 (opens have depth_after >= 1)
+    at = gather(level_key, found - 1) - level
+    enclosing = at | ((at | (pos - 1 - at)) >> 31)  # -1 outside [0, pos)
 
     # the file: a `def` header, then its body
-    is_nl = kind == K["newline"]
+    is_nl = _eq(kind, K["newline"])
     line_id = is_nl.cumsum(1, dtype=torch.int32) - is_nl.int()
-    line_start_tok = valid & ~is_nl & ((pos == 0) | (prev == K["newline"]))
-    first_end = first_true(is_nl & valid)
+    line_start_tok = valid & ~is_nl & shift_right(is_nl, True)
+    first_end = first_true(is_nl)
     first_end = torch.where(first_end >= 0, first_end, tk.count)
     empty = tk.count == 0
     errors.add_rows(empty, error_key(1, 1, P_FILE, KIND_CODES["unsupported"], MSG[MESSAGES[4][1]]))
     is_def0 = kind[:, 0] == K["def"]
-    fail((pos == 0) & ~is_def0[:, None], MESSAGES[5][1], P_FILE)
+    fail(_at_first(~is_def0, T), MESSAGES[5][1], P_FILE)
     in_first = pos < first_end[:, None]
     header_open = torch.where(is_def0, first_true(is_open & in_first), -1)
-    closes = is_close & in_first & (depth_after == 0) & (pos > header_open[:, None]) & (header_open[:, None] >= 0)
-    header_close = torch.where(closes.any(1), first_true(closes), -1)
+    opened = torch.where(header_open >= 0, header_open, T)
+    closes = is_close & in_first & ~depth_after.bool() & (pos > opened[:, None])
+    header_close = first_true(closes)
     header_end = torch.where(header_close >= 0, header_close, torch.where(header_open >= 0, first_end, -1))
     after = header_close + 1
     header_colon = torch.where((header_close >= 0) & (after < first_end) & (gather(kind, after) == K[":"]), after, -1)
-    in_header = (pos > header_open[:, None]) & (pos < header_end[:, None]) & (header_open[:, None] >= 0)
-    is_param = in_header & (kind == K["name"]) & (enclosing == header_open[:, None])
+    in_header = (pos > header_open[:, None]) & (pos < header_end[:, None])  # header_end is -1 without one
+    is_param = in_header & _eq(kind, K["name"]) & _eq(enclosing, header_open[:, None])
     n_params = is_param.cumsum(1, dtype=torch.int32)
-    fail(is_param & (n_params == spec.MAX_PARAMS + 1), MESSAGES[6][1], P_LIMIT)
-    fail(in_header & ~is_param & (kind != K[","]), MESSAGES[7][1])
+    fail(is_param & _eq(n_params, spec.MAX_PARAMS + 1), MESSAGES[6][1], P_LIMIT)
+    fail(in_header & ~is_param & _ne(kind, K[","]), MESSAGES[7][1])
     one_line = (header_colon >= 0) & (header_colon + 1 < first_end)
 
     # indentation, compared as hashes of the bytes between the line start and the first token
     indent_len = tk.start - tk.line_start
     indent_hash = span_hash(tk.hash_prefix, tk.line_start, tk.start)
     lid = line_id
-    body_first = line_start_tok & (lid == 1)
-    bi_len = gather(indent_len, first_true(body_first))
-    bi_hash = gather(indent_hash, first_true(body_first))
+    body_first = first_true(line_start_tok & _eq(lid, 1))
+    bi_len = gather(indent_len, body_first)
+    bi_hash = gather(indent_hash, body_first)
     ls = tk.line_start
     after_bs = (ls >= 2) & (gather(tk.data_padded, ls - 2) == ord("\\"))
     ol = one_line[:, None]
     fail(line_start_tok & after_bs, MESSAGES[8][1], P_INDENT)
     ok_bs = line_start_tok & ~after_bs
-    fail(ok_bs & (lid == 0) & (indent_len > 0), "unexpected indent", P_INDENT)
-    fail(ok_bs & (lid == 1) & (indent_len == 0) & ~ol, MESSAGES[10][1], P_INDENT)
-    fail(ok_bs & (lid >= 1) & (indent_len == 0) & ((lid > 1) | ol), MESSAGES[11][1], P_FILE)
-    mismatch = ol | (indent_len != bi_len[:, None]) | (indent_hash != bi_hash[:, None])
+    indented = indent_len.bool()  # lengths are >= 0 at tokens
+    fail(ok_bs & ~lid.bool() & indented, "unexpected indent", P_INDENT)
+    fail(ok_bs & _eq(lid, 1) & ~indented & ~ol, MESSAGES[10][1], P_INDENT)
+    fail(ok_bs & lid.bool() & ~indented & ((lid > 1) | ol), MESSAGES[11][1], P_FILE)
+    mismatch = ol | _ne(indent_len, bi_len[:, None]) | _ne(indent_hash, bi_hash[:, None])
     deeper = ol | (indent_len > bi_len[:, None])
-    later = ok_bs & (indent_len > 0) & ((lid >= 2) | (ol & (lid >= 1))) & mismatch
+    later = ok_bs & indented & ((lid >= 2) | (ol & lid.bool())) & mismatch
     fail(later & deeper, "unexpected indent", P_INDENT)
     fail(later & ~deeper, MESSAGES[12][1], P_INDENT)
-    n_lines = (is_nl & valid).sum(1)
-    fail((pos == 0) & (complete & (n_lines == 1) & ~one_line & is_def0)[:, None], MESSAGES[10][1])
+    n_lines = is_nl.sum(1, dtype=torch.int32)
+    fail(_at_first(complete & (n_lines == 1) & ~one_line & is_def0, T), MESSAGES[10][1])
 
     # the docstring: the first body line made only of strings
-    doc_range = torch.where(ol, (pos > header_colon[:, None]) & (lid == 0), lid == 1) & valid & ~is_nl
-    doc_ok = doc_range.any(1) & ~(doc_range & (kind != K["string"])).any(1)
+    is_str = _eq(kind, K["string"])
+    doc_range = torch.where(ol, (pos > header_colon[:, None]) & ~lid.bool(), _eq(lid, 1)) & valid & ~is_nl
+    # a row's any() as a uint8 maximum (several times cheaper on a CPU)
+    doc_ok = doc_range.view(torch.uint8).amax(1).bool() & ~(doc_range & ~is_str).view(torch.uint8).amax(1).bool()
     docstring = doc_range & doc_ok[:, None]
 
     # token by token
     significant = (valid & ~is_nl).cumsum(1, dtype=torch.int32)
-    fail(~is_nl & (significant == spec.MAX_TOKENS + 1), MESSAGES[13][1], P_LIMIT)
-    fail((kind == K["number"]) & (tk.end - tk.start > spec.MAX_NUMBER_CHARS), MESSAGES[26][1], P_LIMIT)
-    prefix = ((kind == K["-"]) | (kind == K["+"])) & ~isin(prev, OPERAND_END) | (kind == K["not"])
+    fail(~is_nl & _eq(significant, spec.MAX_TOKENS + 1), MESSAGES[13][1], P_LIMIT)
+    fail(_eq(kind, K["number"]) & (tk.end - tk.start > spec.MAX_NUMBER_CHARS), MESSAGES[26][1], P_LIMIT)
+    prefix = (_eq(kind, K["-"]) | _eq(kind, K["+"])) & ~operand_before | _eq(kind, K["not"])
     run = pos - last_true(~prefix)
-    fail(prefix & (run == spec.MAX_NESTING + 1), MESSAGES[14][1], P_LIMIT)
-    enc_call = gather(is_call, enclosing) | (enclosing == header_open[:, None])
+    fail(prefix & _eq(run, spec.MAX_NESTING + 1), MESSAGES[14][1], P_LIMIT)
+    enc_call = gather(is_call, enclosing) | _eq(enclosing, header_open[:, None])
     in_call = (enclosing >= 0) & enc_call
     prev_key = shift_right(tk.key, 0)
-    fail(kind == K["bad-keyword"], MESSAGES[15][1])
-    fail(kind == K["bad-op"], MESSAGES[16][1])
-    is_str = kind == K["string"]
+    fail(_eq(kind, K["bad-keyword"]), MESSAGES[15][1])
+    fail(_eq(kind, K["bad-op"]), MESSAGES[16][1])
     fail(is_str & tk.prefix_bad, MESSAGES[17][1])
     fail(is_str & ~tk.prefix_bad & ~docstring, MESSAGES[18][1])
-    is_namespace = functools.reduce(torch.logical_or, [prev_key == k for k in NAMESPACE_KEYS])  # two keys: no isin sort
-    dot_ok = (prev == K["name"]) & is_namespace & (nxt == K["name"])
-    fail((kind == K["."]) & ~dot_ok, MESSAGES[19][1])
-    fail((kind == K[","]) & ~in_call, MESSAGES[20][1])
-    assigning = (kind == K["="]) | isin(kind, [K[a] for a in spec.AUG_ASSIGN])
+    is_namespace = functools.reduce(torch.logical_or, [_eq(prev_key, k) for k in NAMESPACE_KEYS])  # two keys: no isin sort
+    dot_ok = _eq(prev, K["name"]) & is_namespace & _eq(nxt, K["name"])
+    fail(_eq(kind, K["."]) & ~dot_ok, MESSAGES[19][1])
+    fail(_eq(kind, K[","]) & ~in_call, MESSAGES[20][1])
+    assigning = _eq(kind, K["="]) | isin(kind, [K[a] for a in spec.AUG_ASSIGN])
     fail(assigning & (enclosing >= 0), MESSAGES[21][1])
-    fail((kind == K[":"]) & (pos != header_colon[:, None]), MESSAGES[22][1])
-    star = (kind == K["*"]) | (kind == K["**"])
-    fail(star & ~isin(prev, OPERAND_END), MESSAGES[23][1])
-    fail((kind == K["def"]) & (pos != 0), MESSAGES[24][1])
-    fail((kind == K["if"]) & line_start_tok, MESSAGES[25][1])
+    fail(_eq(kind, K[":"]) & _ne(pos, header_colon[:, None]), MESSAGES[22][1])
+    star = _eq(kind, K["*"]) | _eq(kind, K["**"])
+    fail(star & ~operand_before, MESSAGES[23][1])
+    fail(_eq(kind, K["def"]) & pos.bool(), MESSAGES[24][1])
+    fail(_eq(kind, K["if"]) & line_start_tok, MESSAGES[25][1])
 
     return Structure(valid, line_id, depth, enclosing, is_call, header_open, header_close, header_colon, one_line,
                      docstring, errors.key)
