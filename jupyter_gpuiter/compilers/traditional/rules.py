@@ -21,8 +21,8 @@ from .common import (
     error_key,
     first_true,
     gather,
-    last_true,
     positions,
+    select,
     shift_left,
     shift_right,
     take,
@@ -89,6 +89,11 @@ def _ne(x: torch.Tensor, c) -> torch.Tensor:
     return (x ^ c).bool()
 
 
+def _back(x: torch.Tensor, n: int) -> torch.Tensor:
+    """x[:, i - n] at i (zero/False before the row starts)."""
+    return torch.nn.functional.pad(x, (n, 0))[:, : x.shape[1]]
+
+
 def _at_first(rows: torch.Tensor, T: int) -> torch.Tensor:
     """[B, T] mask of the first token of the rows where `rows` [B]."""
     return torch.nn.functional.pad(rows[:, None], (0, T - 1))
@@ -136,7 +141,7 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     # padding (kind 0) keeps the final depth, so the suffix may run past the last token
     suffix_min = shift_left(depth_after, INF).flip(1).cummin(1).values.flip(1)
     fail(is_open & (suffix_min >= depth_after) & complete[:, None], "'(' was never closed")
-    level_key = torch.where(is_open, depth_after * (T + 1) + pos, INF).sort(1).values
+    level_key = select(is_open, depth_after * (T + 1) + pos, INF).sort(1).values
     level = depth * (T + 1)
     found = torch.searchsorted(level_key, level + pos, out_int32=True)
     # the last key below the token's own: an open at its depth iff it lies in [level, level + pos);
@@ -196,7 +201,7 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
 
     # the docstring: the first body line made only of strings
     is_str = _eq(kind, K["string"])
-    doc_range = torch.where(ol, (pos > header_colon[:, None]) & ~lid.bool(), _eq(lid, 1)) & valid & ~is_nl
+    doc_range = (ol & (pos > header_colon[:, None]) & ~lid.bool() | ~ol & _eq(lid, 1)) & valid & ~is_nl
     # a row's any() as a uint8 maximum (several times cheaper on a CPU)
     doc_ok = doc_range.view(torch.uint8).amax(1).bool() & ~(doc_range & ~is_str).view(torch.uint8).amax(1).bool()
     docstring = doc_range & doc_ok[:, None]
@@ -206,8 +211,11 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     fail(~is_nl & _eq(significant, spec.MAX_TOKENS + 1), MESSAGES[13][1], P_LIMIT)
     fail(_eq(kind, K["number"]) & (tk.end - tk.start > spec.MAX_NUMBER_CHARS), MESSAGES[26][1], P_LIMIT)
     prefix = (_eq(kind, K["-"]) | _eq(kind, K["+"])) & ~operand_before | _eq(kind, K["not"])
-    run = pos - last_true(~prefix)
-    fail(prefix & _eq(run, spec.MAX_NESTING + 1), MESSAGES[14][1], P_LIMIT)
+    # the token that makes a run of MAX_NESTING + 1: a window of that many ends there, not one more
+    n = spec.MAX_NESTING + 1
+    if T >= n:
+        count = prefix.cumsum(1, dtype=torch.int32)
+        fail(_eq(count - _back(count, n), n) & ~_back(prefix, n), MESSAGES[14][1], P_LIMIT)
     enc_call = gather(is_call, enclosing) | _eq(enclosing, header_open[:, None])
     in_call = (enclosing >= 0) & enc_call
     prev_key = shift_right(tk.key, 0)
