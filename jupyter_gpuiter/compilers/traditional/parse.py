@@ -211,11 +211,18 @@ def nearest_smaller(rbp: torch.Tensor, lbp: torch.Tensor) -> tuple[torch.Tensor,
 
 
 def _last(mask: torch.Tensor, pos1: torch.Tensor) -> torch.Tensor:
-    """1 + the largest j <= i with mask[j], or 0 (int32; pos1 = positions + 1)."""
-    return (pos1 * mask).cummax(1).values
+    """1 + the largest j <= i with mask[j], or 0 (int32; pos1 = positions + 1, int16: an int16 cummax
+    costs a fraction of an int32 one on a CPU)."""
+    return (pos1 * mask).cummax(1).values.int()
 
 
 _SHIFTS: dict = {}
+
+
+def _eq(a: torch.Tensor, b) -> torch.Tensor:
+    """a == b for integers, as ~(a ^ b).bool(): about half the cost of a comparison on a CPU."""
+    return ~(a ^ b).bool()
+
 
 
 def _shifts(n: int, step: int, dims: int, dtype: torch.dtype, device) -> torch.Tensor:
@@ -242,6 +249,7 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     tab = _tables(dev)
     pos = torch.arange(T, dtype=i32, device=dev).expand(B, T)
     pos1 = pos[0] + 1  # a row, broadcast
+    pos1_16 = pos1.short()  # T < 2^14 (lex refuses longer rows)
     # scatter_add_ targets of the tokens that add nothing: distinct columns T + i past the row (adding
     # into one shared column makes a chain of dependent additions, ~2.5x slower)
     dump = pos1 + (T - 1)
@@ -249,17 +257,17 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     ol = st.one_line[:, None]
     hc = st.header_colon[:, None]
     after = lid >= 1  # line ids are >= 0 at valid tokens
-    newline = kind == K["newline"]
-    body = st.valid & ~newline & ~st.docstring & torch.where(ol, ~after & (pos1 > hc + 1), after)
+    newline = _eq(kind, K["newline"])
+    body = st.valid & ~newline & ~st.docstring & (after ^ (ol & (after | (pos1 > hc + 1))))  # one-line: ~after & ...
     body &= ok[:, None]
     body_i = body.int()
     stmt_start = body & shift_right(~body | newline, True)  # a logical line starts after each NEWLINE
-    sf1 = _last(stmt_start, pos1).mul_(body_i)  # stmt_first + 1
+    sf1 = _last(stmt_start, pos1_16).mul_(body_i)  # stmt_first + 1
     stmt_first = sf1 - 1
     sf = (sf1 - body_i).long()  # stmt_first clamped at 0, an index
 
     # math.NAME: the namespace token stands for the attribute; the dot and the name drop out
-    dot = body & (kind == K["."])
+    dot = body & _eq(kind, K["."])
     ns = shift_left(dot, False) & body
     dead = dot | shift_right(dot, False)
     attr = (pos1 + 2).mul(ns).sub_(1)
@@ -295,7 +303,7 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     take_left = at_l >= at_r
     p_bp = torch.maximum(at_l, at_r)
     member = live & ~wall & ~rpar
-    has_parent = member & (p_bp != WALL) & (p_bp != LOW_R)
+    has_parent = member & (p_bp ^ WALL).bool() & (p_bp ^ LOW_R).bool()
     parent_tok = (L - R).mul_(take_left).add_(R)  # a parent where has_parent
     root = member & ~has_parent
     parent_tok = (parent_tok + 1).mul_(has_parent).sub_(1)
@@ -308,7 +316,8 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     left_full, right_full = left_of, right_of
     left_of, right_of = left_of[:, :T], right_of[:, :T]
     # values see through parentheses: pointer jumping, int64 throughout (gathers of the index itself)
-    grouped = group & (right_of >= 0)
+    ro1 = right_of + 1
+    grouped = group & ro1.bool()
     vn_idx = (right_of - pos).mul_(grouped).add_(pos).long()
     for _ in range(max(1, (spec.MAX_NESTING + 1).bit_length())):
         vn_idx = vn_idx.gather(1, vn_idx)
@@ -323,21 +332,20 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     lo1 = left_of + 1
     callee1 = lo1 * call  # callee + 1
     callee_mask = torch.zeros((B, T + 1), dtype=torch.bool, device=dev)
-    callee_mask.scatter_(1, (callee1 - 1 - T).mul_(callee1 > 0).add_(T).long(), call)  # (a scalar is ~3x slower)
-    ntype = torch.maximum(ntype, (callee_mask[:, :T] & (ntype != N_NONE)).view(u8) * N_CALLEE)
+    callee_mask.scatter_(1, (callee1 - 1 - T).mul_(callee1.bool()).add_(T).long(), call)  # (a scalar is ~3x slower)
+    ntype = torch.maximum(ntype, (callee_mask[:, :T] & ntype.bool()).view(u8) * N_CALLEE)
     callee = callee1 - 1
     attr = (attr.gather(1, callee.clamp(min=0).long()) - attr).mul_(call).add_(attr)
     name_tok = (callee - pos).mul_(call).add_(pos)
-    name_tok = (attr - name_tok).mul_(attr >= 0).add_(name_tok)
+    name_tok = (attr - name_tok).mul_((attr + 1).bool()).add_(name_tok)
 
     # children (token + 1, 0 = none) -> their values, by one gather; ternary: the `if` node is left_of
     lo_c = left_of.clamp(min=0).long()
-    ro1 = right_of + 1
     c0 = (right_full.gather(1, lo_c) + 1).mul_(is_else).add_(ro1 * prefix).add_(lo1 * binary)
     c1 = (left_full.gather(1, lo_c) + 1).mul_(is_else).add_(ro1 * (binary | prefix))
     c2 = ro1 * is_else
     child = vn_ext.gather(1, torch.stack([c0, c1, c2], -1).view(B, 3 * T).long()).view(B, T, 3)
-    chained = is_cmp & is_cmp.gather(1, lo_c) & (left_of >= 0)
+    chained = is_cmp & is_cmp.gather(1, lo_c) & lo1.bool()
 
     # call arguments: the roots hanging under the call's `(` or under its commas
     par = parent_tok.clamp(min=0).long()
@@ -345,7 +353,7 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     under_call = has_parent & ~comma & (call.gather(1, par) | under_comma)
     enclosing = st.enclosing
     call_of = (enclosing.gather(1, par) - parent_tok).mul_(under_comma).add_(parent_tok)
-    arg = under_call & (call_of >= 0) & (pos > call_of)
+    arg = under_call & (call_of + 1).bool() & (pos > call_of)
     # depth: the member intervals (L(j), R(j)) covering each node (subtrees are nested intervals)
     ends = torch.zeros((B, 2 * T), dtype=i32, device=dev)
     one = member.int()
@@ -355,7 +363,7 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     # rank = the call's own commas before the argument: a prefix sum of +1 per comma and, per `)`,
     # minus its bracket's own commas, so every bracket closed in between adds nothing
     n_commas = torch.zeros((B, 2 * T), dtype=i32, device=dev)
-    enc_ok = enclosing >= 0
+    enc_ok = (enclosing + 1).bool()
     n_commas.scatter_add_(1, (enclosing - dump).mul_(comma & enc_ok).add_(dump).long(), comma.int())
     own = (comma.int() - n_commas.gather(1, enclosing.clamp(min=0).long()).mul_(rpar)).cumsum(1, dtype=i32)
     rank = own - own.gather(1, call_of.clamp(min=0).long())
@@ -372,9 +380,9 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     node_end = (R - 1).clamp_(max=T - 1)
 
     # syntax: operands and operators alternate; `not`, `if`/`else` in their places
-    p1 = shift_right(_last(live, pos1), 0)  # previous live token + 1
+    p1 = shift_right(_last(live, pos1_16), 0)  # previous live token + 1
     p_idx = (p1 - 1).clamp_(min=0).long()
-    same = (p1 > 0) & (stmt_first.gather(1, p_idx) == stmt_first)
+    same = p1.bool() & _eq(stmt_first.gather(1, p_idx), stmt_first)
     p_tok = (p1 * same).sub_(1)
     p_cls = cls.gather(1, p_idx)  # (its flags are read where `same` only)
     p_end, p_lpar, p_not_ctx, p_comma = _bits(take(tab["flags_p"], p_cls), 4)
@@ -387,7 +395,7 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     live_same = live & same
     not_last.scatter_(1, (p_tok - T).mul_(live_same).add_(T).long(), live_same)
     bad |= live & ~not_last[:, :T] & ~last_ok
-    bad |= (cls == K["not"]) & ~p_not_ctx & same
+    bad |= _eq(cls, K["not"]) & ~p_not_ctx & same
     # if/else alternate inside each bracket of a statement: sort them by (statement, bracket, position)
     ie = is_if | is_else
     group_key = sf1.mul(T + 1).add_(enclosing).sub_(T)  # stmt_first * (T + 1) + enclosing + 1
@@ -402,18 +410,18 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
         grp = sk - order
     s_if = is_if.gather(1, order)
     # a sorted `if` followed by an `else` of its group makes a pair; every if/else must be in one
-    pair = (shift_left(grp, -1) == grp) & s_if & ~shift_left(s_if, True)
+    pair = _eq(shift_left(grp, -1), grp) & s_if & ~shift_left(s_if, True)
     in_pair = torch.zeros_like(bad)
     in_pair.scatter_(1, order, pair | shift_right(pair, False))
     bad |= ie & ~in_pair
     # targets: the roots just left of `=` / `op=`
     code = torch.cat([(kw >> 2).int(), torch.zeros_like(pos[:, :1])], 1).gather(1, R.long())
-    tgt = root & (code > 0)
+    tgt = root & code.bool()
     bad |= tgt & ~take(tab["target_ok"], code.mul_(NT).add_(ntype.gather(1, vn_idx)))
     # statements: `return` first; `=` and `op=` do not mix; one `op=`
     # per-statement counts, at the statement's first token (the first of its tokens to be bad), of
     # targets and `=` (16-bit fields) and of `op=`
-    first = body & (stmt_first == pos)
+    first = body & _eq(stmt_first, pos)
     at_sf = (sf1 - 1 - dump).mul_(body_i).add_(dump).long()
     counts = torch.zeros((B, 2 * T), dtype=i32, device=dev)
     counts.scatter_add_(1, at_sf, tgt.int().add_(assign.int().bitwise_left_shift_(16)))
@@ -421,7 +429,7 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     n_aug.scatter_add_(1, at_sf, aug.int())
     counts, n_aug = counts[:, :T], n_aug[:, :T]
     n_asg, n_targets = counts >> 16, counts & 0xFFFF
-    bad |= (n_aug > 0) & ((n_aug + n_asg) > 1)
+    bad |= n_aug.bool() & ((n_aug + n_asg) > 1)
     bad |= (assign | aug) & ret.gather(1, sf)  # `return x = 1`
     first_bad = first_true(bad)
     syntax = torch.where(first_bad >= 0, first_bad.long(), BIG)
