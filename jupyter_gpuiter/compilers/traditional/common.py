@@ -85,6 +85,17 @@ class FirstError:
         self._key = torch.where(mask, torch.minimum(self._key, torch.as_tensor(key, device=self._key.device)), self._key)
 
 
+def eq(x: torch.Tensor, c) -> torch.Tensor:
+    """x == c for integer tensors (c a tensor or an int), as ~(x ^ c).bool(): on a CPU a comparison to
+    bool costs about twice an xor, a nonzero test and a not (22-25 against 12 us on [500, 200])."""
+    return ~(x ^ c).bool()
+
+
+def ne(x: torch.Tensor, c) -> torch.Tensor:
+    """x != c for integer tensors, as (x ^ c).bool() (see eq)."""
+    return (x ^ c).bool()
+
+
 def select(mask: torch.Tensor, a, b) -> torch.Tensor:
     """torch.where(mask, a, b) for integer values (tensors of one dtype, or a tensor and an int).
 

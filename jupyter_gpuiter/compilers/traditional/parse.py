@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import torch
 
 from ...lang import spec
-from .common import BIG, first_true, positions, shift_left, shift_right, take
+from .common import BIG, eq, first_true, positions, shift_left, shift_right, take
 from .lex import Tokens
 from .rules import OPERAND_END, Structure
 
@@ -219,12 +219,6 @@ def _last(mask: torch.Tensor, pos1: torch.Tensor) -> torch.Tensor:
 _SHIFTS: dict = {}
 
 
-def _eq(a: torch.Tensor, b) -> torch.Tensor:
-    """a == b for integers, as ~(a ^ b).bool(): about half the cost of a comparison on a CPU."""
-    return ~(a ^ b).bool()
-
-
-
 def _shifts(n: int, step: int, dims: int, dtype: torch.dtype, device) -> torch.Tensor:
     """[n, 1, ...] shift amounts 0, step, 2 step, ... (cached)."""
     key = (n, step, dims, dtype, device)
@@ -257,7 +251,7 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     ol = st.one_line[:, None]
     hc = st.header_colon[:, None]
     after = lid >= 1  # line ids are >= 0 at valid tokens
-    newline = _eq(kind, K["newline"])
+    newline = eq(kind, K["newline"])
     body = st.valid & ~newline & ~st.docstring & (after ^ (ol & (after | (pos1 > hc + 1))))  # one-line: ~after & ...
     body &= ok[:, None]
     body_i = body.int()
@@ -267,7 +261,7 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     sf = (sf1 - body_i).long()  # stmt_first clamped at 0, an index
 
     # math.NAME: the namespace token stands for the attribute; the dot and the name drop out
-    dot = body & _eq(kind, K["."])
+    dot = body & eq(kind, K["."])
     ns = shift_left(dot, False) & body
     dead = dot | shift_right(dot, False)
     attr = (pos1 + 2).mul(ns).sub_(1)
@@ -382,7 +376,7 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     # syntax: operands and operators alternate; `not`, `if`/`else` in their places
     p1 = shift_right(_last(live, pos1_16), 0)  # previous live token + 1
     p_idx = (p1 - 1).clamp_(min=0).long()
-    same = p1.bool() & _eq(stmt_first.gather(1, p_idx), stmt_first)
+    same = p1.bool() & eq(stmt_first.gather(1, p_idx), stmt_first)
     p_tok = (p1 * same).sub_(1)
     p_cls = cls.gather(1, p_idx)  # (its flags are read where `same` only)
     p_end, p_lpar, p_not_ctx, p_comma = _bits(take(tab["flags_p"], p_cls), 4)
@@ -395,7 +389,7 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     live_same = live & same
     not_last.scatter_(1, (p_tok - T).mul_(live_same).add_(T).long(), live_same)
     bad |= live & ~not_last[:, :T] & ~last_ok
-    bad |= _eq(cls, K["not"]) & ~p_not_ctx & same
+    bad |= eq(cls, K["not"]) & ~p_not_ctx & same
     # if/else alternate inside each bracket of a statement: sort them by (statement, bracket, position)
     ie = is_if | is_else
     group_key = sf1.mul(T + 1).add_(enclosing).sub_(T)  # stmt_first * (T + 1) + enclosing + 1
@@ -410,7 +404,7 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
         grp = sk - order
     s_if = is_if.gather(1, order)
     # a sorted `if` followed by an `else` of its group makes a pair; every if/else must be in one
-    pair = _eq(shift_left(grp, -1), grp) & s_if & ~shift_left(s_if, True)
+    pair = eq(shift_left(grp, -1), grp) & s_if & ~shift_left(s_if, True)
     in_pair = torch.zeros_like(bad)
     in_pair.scatter_(1, order, pair | shift_right(pair, False))
     bad |= ie & ~in_pair
@@ -421,7 +415,7 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     # statements: `return` first; `=` and `op=` do not mix; one `op=`
     # per-statement counts, at the statement's first token (the first of its tokens to be bad), of
     # targets and `=` (16-bit fields) and of `op=`
-    first = body & _eq(stmt_first, pos)
+    first = body & eq(stmt_first, pos)
     at_sf = (sf1 - 1 - dump).mul_(body_i).add_(dump).long()
     counts = torch.zeros((B, 2 * T), dtype=i32, device=dev)
     counts.scatter_add_(1, at_sf, tgt.int().add_(assign.int().bitwise_left_shift_(16)))

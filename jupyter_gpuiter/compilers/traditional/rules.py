@@ -18,9 +18,11 @@ from ...lang.errors import KIND_CODES
 from ...lang.rules import P_FILE, P_INDENT, P_LIMIT, P_TOKEN
 from .common import (
     FirstError,
+    eq,
     error_key,
     first_true,
     gather,
+    ne,
     positions,
     select,
     shift_left,
@@ -79,16 +81,6 @@ def isin(x: torch.Tensor, values) -> torch.Tensor:
     return take(_MEMBERSHIP[key], x)
 
 
-# Equality tests as ~(x ^ c).bool(): on a CPU a comparison to bool costs about twice an xor and a
-# zero test (the same results on any device).
-def _eq(x: torch.Tensor, c) -> torch.Tensor:
-    return ~(x ^ c).bool()
-
-
-def _ne(x: torch.Tensor, c) -> torch.Tensor:
-    return (x ^ c).bool()
-
-
 def _back(x: torch.Tensor, n: int) -> torch.Tensor:
     """x[:, i - n] at i (zero/False before the row starts)."""
     return torch.nn.functional.pad(x, (n, 0))[:, : x.shape[1]]
@@ -129,13 +121,13 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
 
     prev = shift_right(kind, K["newline"])
     nxt = shift_left(kind, K["newline"])
-    is_open, is_close = _eq(kind, K["("]), _eq(kind, K[")"])
+    is_open, is_close = eq(kind, K["("]), eq(kind, K[")"])
     delta = is_open.int() - is_close.int()
     depth_after = delta.cumsum(1, dtype=torch.int32)
     depth = depth_after - delta
     # brackets
     operand_before = isin(prev, OPERAND_END)
-    is_call = is_open & _eq(prev, K["name"])
+    is_call = is_open & eq(prev, K["name"])
     fail(is_open & operand_before & ~is_call, "only builtin functions can be called")
     fail(is_open & (depth_after > spec.MAX_NESTING), f"more than {spec.MAX_NESTING} nested brackets", P_LIMIT)
     # padding (kind 0) keeps the final depth, so the suffix may run past the last token
@@ -151,7 +143,7 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     enclosing = at | ((at | (pos - 1 - at)) >> 31)  # -1 outside [0, pos)
 
     # the file: a `def` header, then its body
-    is_nl = _eq(kind, K["newline"])
+    is_nl = eq(kind, K["newline"])
     line_id = is_nl.cumsum(1, dtype=torch.int32) - is_nl.int()
     line_start_tok = valid & ~is_nl & shift_right(is_nl, True)
     first_end = first_true(is_nl)
@@ -169,17 +161,17 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     after = header_close + 1
     header_colon = torch.where((header_close >= 0) & (after < first_end) & (gather(kind, after) == K[":"]), after, -1)
     in_header = (pos > header_open[:, None]) & (pos < header_end[:, None])  # header_end is -1 without one
-    is_param = in_header & _eq(kind, K["name"]) & _eq(enclosing, header_open[:, None])
+    is_param = in_header & eq(kind, K["name"]) & eq(enclosing, header_open[:, None])
     n_params = is_param.cumsum(1, dtype=torch.int32)
-    fail(is_param & _eq(n_params, spec.MAX_PARAMS + 1), MESSAGES[6][1], P_LIMIT)
-    fail(in_header & ~is_param & _ne(kind, K[","]), MESSAGES[7][1])
+    fail(is_param & eq(n_params, spec.MAX_PARAMS + 1), MESSAGES[6][1], P_LIMIT)
+    fail(in_header & ~is_param & ne(kind, K[","]), MESSAGES[7][1])
     one_line = (header_colon >= 0) & (header_colon + 1 < first_end)
 
     # indentation, compared as hashes of the bytes between the line start and the first token
     indent_len = tk.start - tk.line_start
     indent_hash = span_hash(tk.hash_prefix, tk.line_start, tk.start)
     lid = line_id
-    body_first = first_true(line_start_tok & _eq(lid, 1))
+    body_first = first_true(line_start_tok & eq(lid, 1))
     bi_len = gather(indent_len, body_first)
     bi_hash = gather(indent_hash, body_first)
     ls = tk.line_start
@@ -189,9 +181,9 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     ok_bs = line_start_tok & ~after_bs
     indented = indent_len.bool()  # lengths are >= 0 at tokens
     fail(ok_bs & ~lid.bool() & indented, "unexpected indent", P_INDENT)
-    fail(ok_bs & _eq(lid, 1) & ~indented & ~ol, MESSAGES[10][1], P_INDENT)
+    fail(ok_bs & eq(lid, 1) & ~indented & ~ol, MESSAGES[10][1], P_INDENT)
     fail(ok_bs & lid.bool() & ~indented & ((lid > 1) | ol), MESSAGES[11][1], P_FILE)
-    mismatch = ol | _ne(indent_len, bi_len[:, None]) | _ne(indent_hash, bi_hash[:, None])
+    mismatch = ol | ne(indent_len, bi_len[:, None]) | ne(indent_hash, bi_hash[:, None])
     deeper = ol | (indent_len > bi_len[:, None])
     later = ok_bs & indented & ((lid >= 2) | (ol & lid.bool())) & mismatch
     fail(later & deeper, "unexpected indent", P_INDENT)
@@ -200,40 +192,40 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     fail(_at_first(complete & (n_lines == 1) & ~one_line & is_def0, T), MESSAGES[10][1])
 
     # the docstring: the first body line made only of strings
-    is_str = _eq(kind, K["string"])
-    doc_range = (ol & (pos > header_colon[:, None]) & ~lid.bool() | ~ol & _eq(lid, 1)) & valid & ~is_nl
+    is_str = eq(kind, K["string"])
+    doc_range = (ol & (pos > header_colon[:, None]) & ~lid.bool() | ~ol & eq(lid, 1)) & valid & ~is_nl
     # a row's any() as a uint8 maximum (several times cheaper on a CPU)
     doc_ok = doc_range.view(torch.uint8).amax(1).bool() & ~(doc_range & ~is_str).view(torch.uint8).amax(1).bool()
     docstring = doc_range & doc_ok[:, None]
 
     # token by token
     significant = (valid & ~is_nl).cumsum(1, dtype=torch.int32)
-    fail(~is_nl & _eq(significant, spec.MAX_TOKENS + 1), MESSAGES[13][1], P_LIMIT)
-    fail(_eq(kind, K["number"]) & (tk.end - tk.start > spec.MAX_NUMBER_CHARS), MESSAGES[26][1], P_LIMIT)
-    prefix = (_eq(kind, K["-"]) | _eq(kind, K["+"])) & ~operand_before | _eq(kind, K["not"])
+    fail(~is_nl & eq(significant, spec.MAX_TOKENS + 1), MESSAGES[13][1], P_LIMIT)
+    fail(eq(kind, K["number"]) & (tk.end - tk.start > spec.MAX_NUMBER_CHARS), MESSAGES[26][1], P_LIMIT)
+    prefix = (eq(kind, K["-"]) | eq(kind, K["+"])) & ~operand_before | eq(kind, K["not"])
     # the token that makes a run of MAX_NESTING + 1: a window of that many ends there, not one more
     n = spec.MAX_NESTING + 1
     if T >= n:
         count = prefix.cumsum(1, dtype=torch.int32)
-        fail(_eq(count - _back(count, n), n) & ~_back(prefix, n), MESSAGES[14][1], P_LIMIT)
-    enc_call = gather(is_call, enclosing) | _eq(enclosing, header_open[:, None])
+        fail(eq(count - _back(count, n), n) & ~_back(prefix, n), MESSAGES[14][1], P_LIMIT)
+    enc_call = gather(is_call, enclosing) | eq(enclosing, header_open[:, None])
     in_call = (enclosing >= 0) & enc_call
     prev_key = shift_right(tk.key, 0)
-    fail(_eq(kind, K["bad-keyword"]), MESSAGES[15][1])
-    fail(_eq(kind, K["bad-op"]), MESSAGES[16][1])
+    fail(eq(kind, K["bad-keyword"]), MESSAGES[15][1])
+    fail(eq(kind, K["bad-op"]), MESSAGES[16][1])
     fail(is_str & tk.prefix_bad, MESSAGES[17][1])
     fail(is_str & ~tk.prefix_bad & ~docstring, MESSAGES[18][1])
-    is_namespace = functools.reduce(torch.logical_or, [_eq(prev_key, k) for k in NAMESPACE_KEYS])  # two keys: no isin sort
-    dot_ok = _eq(prev, K["name"]) & is_namespace & _eq(nxt, K["name"])
-    fail(_eq(kind, K["."]) & ~dot_ok, MESSAGES[19][1])
-    fail(_eq(kind, K[","]) & ~in_call, MESSAGES[20][1])
-    assigning = _eq(kind, K["="]) | isin(kind, [K[a] for a in spec.AUG_ASSIGN])
+    is_namespace = functools.reduce(torch.logical_or, [eq(prev_key, k) for k in NAMESPACE_KEYS])  # two keys: no isin sort
+    dot_ok = eq(prev, K["name"]) & is_namespace & eq(nxt, K["name"])
+    fail(eq(kind, K["."]) & ~dot_ok, MESSAGES[19][1])
+    fail(eq(kind, K[","]) & ~in_call, MESSAGES[20][1])
+    assigning = eq(kind, K["="]) | isin(kind, [K[a] for a in spec.AUG_ASSIGN])
     fail(assigning & (enclosing >= 0), MESSAGES[21][1])
-    fail(_eq(kind, K[":"]) & _ne(pos, header_colon[:, None]), MESSAGES[22][1])
-    star = _eq(kind, K["*"]) | _eq(kind, K["**"])
+    fail(eq(kind, K[":"]) & ne(pos, header_colon[:, None]), MESSAGES[22][1])
+    star = eq(kind, K["*"]) | eq(kind, K["**"])
     fail(star & ~operand_before, MESSAGES[23][1])
-    fail(_eq(kind, K["def"]) & pos.bool(), MESSAGES[24][1])
-    fail(_eq(kind, K["if"]) & line_start_tok, MESSAGES[25][1])
+    fail(eq(kind, K["def"]) & pos.bool(), MESSAGES[24][1])
+    fail(eq(kind, K["if"]) & line_start_tok, MESSAGES[25][1])
 
     return Structure(valid, line_id, depth, enclosing, is_call, header_open, header_close, header_colon, one_line,
                      docstring, errors.key)

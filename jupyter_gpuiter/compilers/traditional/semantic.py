@@ -26,6 +26,7 @@ from ...lang.errors import KIND_CODES
 from .common import (
     BIG,
     NO_ERROR,
+    eq,
     error_key,
     first_true,
     gather,
@@ -137,12 +138,6 @@ def _name_slots(device):
     return _NAME_SLOTS[device]
 
 
-def _is(x8: torch.Tensor, value: int) -> torch.Tensor:
-    """x8 == value for a uint8 tensor, as bool: a xor, a test for nonzero and a not, about half the
-    cost of a comparison on a CPU."""
-    return (x8 ^ value).bool().logical_not_()
-
-
 def _neg(x: torch.Tensor) -> torch.Tensor:
     """x < 0 for an int32 tensor, as bool: its sign by a shift (cheaper than a comparison on a CPU)."""
     return (x >> 31).bool()
@@ -197,9 +192,9 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
 
     # the header: def NAME ( [NAME {, NAME} [,]] ) : with the body on the next lines or after the colon
     ho, hc, colon = st.header_open, st.header_close, st.header_colon
-    is_name, is_comma, nl = _is(kind, K["name"]), _is(kind, K[","]), _is(kind, K["newline"])
+    is_name, is_comma, nl = eq(kind, K["name"]), eq(kind, K[","]), eq(kind, K["newline"])
     inside = (pos > ho[:, None]) & (pos < hc[:, None])
-    after_open_comma = shift_right(_is(kind, K["("]) | is_comma, False)
+    after_open_comma = shift_right(eq(kind, K["("]) | is_comma, False)
     after_name = shift_right(is_name, False)
     bad_param = inside & ((is_name & ~after_open_comma) | (is_comma & ~after_name))
     bad_first, first_nl = first_true(bad_param), first_true(nl)
@@ -229,14 +224,14 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     skind = stmt_kind.gather(1, sf)
     is_target = ~_neg(tr.target_of)  # target atoms (at the atom's token)
     tnode = _marks(is_target, tr.stmt_targets)  # their value nodes (through parentheses)
-    name_node = body & _is(ntype, N_NAME)
-    calls = body & _is(ntype, N_CALL)
+    name_node = body & eq(ntype, N_NAME)
+    calls = body & eq(ntype, N_CALL)
     plain_call = calls & _neg(tr.attr)
     callee_at = tr.callee.clamp(min=0).long()
     callee = _marks(plain_call & ~_neg(tr.callee), callee_at)
     target_name = tnode & name_node
-    aug_target = target_name & _is(skind, 2)
-    asg_target = target_name & _is(skind, 1)
+    aug_target = target_name & eq(skind, 2)
+    asg_target = target_name & eq(skind, 1)
     value_ref = name_node & ~tnode
     ref = value_ref | callee
     ref_or_param = ref | is_param
@@ -255,7 +250,7 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     before = torch.cat([torch.zeros_like(run[:, :1]), run], 1).gather(1, key_start.long())
     bind_at = torch.empty_like(run).scatter_(1, order, before.sub_(group).clamp_(min=0))  # binding token + 1, or 0
     # a binding's source: the value node, the aug operator token, or a parameter's own token
-    stmt_src = select(_is(stmt_kind, 2), tr.stmt_aug, tr.stmt_value)  # at statements' first tokens
+    stmt_src = select(eq(stmt_kind, 2), tr.stmt_aug, tr.stmt_value)  # at statements' first tokens
     bind_src = select(asg_target | aug_target, stmt_src.gather(1, sf), pos)
     ref_src = torch.cat([torch.full_like(bind_src[:, :1], -1), bind_src], 1).gather(1, bind_at.long())
     # a parameter bound before its own binding has a duplicate name (only parameters bind that early)
@@ -281,7 +276,7 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     slot = prod.view(u8)[:, 7::8].long()  # its top byte, (prod >> 56) & 255 on a little-endian machine
     info = take(slot_info, slot).mul_(take(slot_key, slot) == name_key)
     # values: names and math.NAME
-    value_attr = body & _is(ntype, N_ATTR) & ~tnode
+    value_attr = body & eq(ntype, N_ATTR) & ~tnode
     loose = (value_ref & ~bound) | value_attr
     const_name = (info >> 14).bitwise_and_(7).mul_(loose).sub_(1)  # constant index + 1 - 1
     at_node(loose, ((info & 127) ^ _EXPR_CODE["name is not defined"]).to(u8))
@@ -295,17 +290,17 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     n_args = tr.n_args.clamp(max=9)
     arity_bad = plain & take(slot_arity, slot).bitwise_right_shift_(n_args).bitwise_and_(1).to(u8).view(torch.bool)
     at_node(arity_bad, "wrong number of arguments for this builtin")
-    at_node(body & _is(ntype, N_BIN) & tr.chained, "chained comparisons are not supported: use `and`")
-    at_node(body & _is(ntype, N_TUPLE) & ~tnode, "tuples are not supported")
+    at_node(body & eq(ntype, N_BIN) & tr.chained, "chained comparisons are not supported: use `and`")
+    at_node(body & eq(ntype, N_TUPLE) & ~tnode, "tuples are not supported")
     builtin = (info >> 17).mul_(calls & ~arity_bad).sub_(1)  # builtin index + 1 - 1
 
     # statements
-    is_ret = first & _is(stmt_kind, 3)
+    is_ret = first & eq(stmt_kind, 3)
     ret_first = first_true(is_ret)
     at_token(first & (pos > torch.where(ret_first >= 0, ret_first, T)[:, None]), "code after return is never run")
-    at_token(first & _is(stmt_kind, 1) & (tr.n_targets > 1), "chained assignment: assign one name at a time")
+    at_token(first & eq(stmt_kind, 1) & (tr.n_targets > 1), "chained assignment: assign one name at a time")
     at_token(is_ret & _neg(tr.stmt_value), "return needs a value")
-    at_token(first & _is(stmt_kind, 4), "an expression on its own has no effect: assign or return it")
+    at_token(first & eq(stmt_kind, 4), "an expression on its own has no effect: assign or return it")
     doc_first = st.docstring & ~shift_right(st.docstring, False)
     last_stmt = (((first | doc_first) * (pos + 1)).amax(1) - 1).clamp(min=0).long()[:, None]  # 0 if none
     last_is_ret = first.gather(1, last_stmt) & (stmt_kind.gather(1, last_stmt) == 3)
