@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import torch
 
 from ...lang import spec
-from .common import BIG, eq, first_true, positions, shift_left, shift_right, take
+from .common import BIG, eq, first_true, ne, positions, shift_left, shift_right, take
 from .lex import Tokens
 from .rules import OPERAND_END, Structure
 
@@ -297,7 +297,7 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     take_left = at_l >= at_r
     p_bp = torch.maximum(at_l, at_r)
     member = live & ~wall & ~rpar
-    has_parent = member & (p_bp ^ WALL).bool() & (p_bp ^ LOW_R).bool()
+    has_parent = member & ne(p_bp, WALL) & ne(p_bp, LOW_R)
     parent_tok = (L - R).mul_(take_left).add_(R)  # a parent where has_parent
     root = member & ~has_parent
     parent_tok = (parent_tok + 1).mul_(has_parent).sub_(1)

@@ -214,12 +214,12 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     # name resolution: one event per token, sorted by (the name hash's top 50 bits, time): references
     # (time 2p), parameters (2p + 1), assignment and aug targets (2 * end + 1); times < 2^13. Other
     # tokens sort last.
-    is_param = inside & is_name & ~(st.enclosing ^ ho[:, None]).bool()
+    is_param = inside & is_name & eq(st.enclosing, ho[:, None])
     n_before = is_param.cumsum(1, dtype=i32)  # parameters up to each token: a parameter's index + 1
     n_params = n_before[:, -1].clone()
     stmt_end = torch.minimum(next_true(nl), count[:, None])  # its NEWLINE
     sf = tr.stmt_first.clamp(min=0).long()  # (on two threads a conversion and gathers beat index_select)
-    first = body & ~(tr.stmt_first ^ pos).bool()
+    first = body & eq(tr.stmt_first, pos)
     stmt_kind = tr.stmt_kind
     skind = stmt_kind.gather(1, sf)
     is_target = ~_neg(tr.target_of)  # target atoms (at the atom's token)
