@@ -49,6 +49,7 @@ def main() -> None:
         "a + b": lambda a, b: a + b,
         "a * b": lambda a, b: a * b,
         "a == b (bool)": lambda a, b: a == b,
+        "~(a ^ b).bool() (common.eq)": lambda a, b: ~(a ^ b).bool(),
         "minimum(a, b)": lambda a, b: torch.minimum(a, b),
         "a.amin(1)": lambda a, b: a.amin(1),
         "a.cumsum(1, dtype=a.dtype)": lambda a, b: a.cumsum(1, dtype=a.dtype),
@@ -67,6 +68,8 @@ def main() -> None:
     flat = idx.view(-1)
     print(f"{'index_select(int32 index)':30}{timed(lambda: values[torch.int32].view(-1).index_select(0, flat.int()), dev):27.1f}")
     print(f"{'.long() + gather':30}{timed(lambda: values[torch.int32].gather(1, idx.int().long()), dev):27.1f}")
+    print(f"{'bool mask.any(1)':30}{timed(lambda: mask.any(1), dev):27.1f}")
+    print(f"{'mask.view(uint8).amax(1)':30}{timed(lambda: mask.view(torch.uint8).amax(1), dev):27.1f}")
 
 
 if __name__ == "__main__":

@@ -86,13 +86,14 @@ class FirstError:
 
 
 def eq(x: torch.Tensor, c) -> torch.Tensor:
-    """x == c for integer tensors (c a tensor or an int), as ~(x ^ c).bool(): on a CPU a comparison to
-    bool costs about twice an xor, a nonzero test and a not (22-25 against 12 us on [500, 200])."""
-    return ~(x ^ c).bool()
+    """x == c for integer tensors (c a tensor or an int). Below 64 bits as ~(x ^ c).bool(): on a CPU an
+    xor, a nonzero test and a not cost 12-16 us on [500, 200] against 22 for `==` (scripts/op-costs.py);
+    for int64 they cost more (33), so int64 keeps `==`."""
+    return x == c if x.dtype == torch.int64 else ~(x ^ c).bool()
 
 
 def ne(x: torch.Tensor, c) -> torch.Tensor:
-    """x != c for integer tensors, as (x ^ c).bool() (see eq)."""
+    """x != c for integer tensors, as (x ^ c).bool(): 8-19 us against 22-27 for `!=` at every width."""
     return (x ^ c).bool()
 
 
