@@ -5,6 +5,7 @@ same column unless it is a syntax error. The default run checks a fast subset; t
 >=100,000 valid and >=100,000 mutated programs runs with `-m slow` (or --runslow).
 """
 
+import importlib
 import random
 
 import pytest
@@ -261,3 +262,48 @@ def test_lex_refuses_rows_its_int16_positions_cannot_hold():
     assert len(at_limit[0].encode()) == spec.MAX_SOURCE_BYTES and len(at_limit[1].encode()) < spec.MAX_SOURCE_BYTES
     got = assert_agree(at_limit + [at_limit[0] + "\n"])  # the last is one byte over: too-large
     assert not got[0].startswith("error") and got[2].startswith("error")
+
+
+def _thue_morse(n: int, pair: str) -> str:
+    """n characters of the Thue-Morse sequence over `pair`: for n = 1,024 the two spellings (pair and
+    its reverse) collide under every polynomial hash modulo 2^64 with an odd multiplier."""
+    return "".join(pair[i.bit_count() & 1] for i in range(n))
+
+
+A, B = _thue_morse(1024, "ab"), _thue_morse(1024, "ba")
+SPACES, TABS = _thue_morse(1024, " \t"), _thue_morse(1024, "\t ")
+COLLIDING = [
+    f"def f(x):\n    {A} = x\n    return {B}\n",  # B is not defined
+    f"def f({A}, {B}):\n    return {A} + {B}\n",  # two parameters, not a duplicate
+    f"def f(x):\n    {A} = x\n    {B} = 2 * x\n    return {B} + {A}\n",  # two variables
+    f"def f(x):\n{SPACES}y = x\n{TABS}return y\n",  # the indentation does not match
+    f"def f(x):\n{SPACES}y = x\n{SPACES}return y\n",  # it does
+]
+
+
+def test_hash_collisions_are_caught_and_compiled_serially():
+    lex_module = importlib.import_module("jupyter_gpuiter.compilers.traditional.lex")  # (the package's `lex` is the function)
+    prefix = lex_module.hash_prefix(torch.tensor([list(A.encode()), list(B.encode())]))
+    spans = torch.tensor([[0], [0]], dtype=torch.int32), torch.tensor([[1024], [1024]], dtype=torch.int32)
+    h = lex_module.span_hash(prefix, *spans)
+    assert h[0, 0] == h[1, 0]  # the names do collide, so the passes alone would take them as one
+    sources = generate.generate_batch(40, 5)
+    mixed = sources[:20] + COLLIDING + sources[20:]
+    got = assert_agree(mixed)
+    assert got[20].startswith("error unknown-name") and got[23].startswith("error syntax") and "ret" in got[22]
+    batches, _ = traditional.compile_to_batches(mixed)
+    flagged = sorted(sel[j] for sel, c in batches for j in torch.nonzero(c.recheck).flatten().tolist())
+    assert flagged == [20, 21, 22, 23]  # the four the hashes misled; not the matching indentation
+    want = ProgramBatch.from_results(compile_batch(mixed, mode="serial").results)
+    batch = compile_batch(mixed, mode="traditional").batch
+    n = want.ops.shape[1]
+    assert torch.equal(batch.ops[:, :n], want.ops) and torch.equal(batch.args[:, :n], want.args)
+    assert (batch.ops[:, n:] == -1).all() and torch.equal(batch.lengths, want.lengths)
+    assert torch.equal(batch.error[:, :2], want.error[:, :2])
+
+
+def test_ordinary_programs_are_never_sent_back_to_the_serial_compiler():
+    sources = generate.generate_batch(2000, 31)
+    sources += [m for m, _ in generate.mutate_batch(sources, 32)] + VALID + [s for s, _ in INVALID]
+    batches, _ = traditional.compile_to_batches(sources)
+    assert sum(int(c.recheck.sum()) for _, c in batches) == 0

@@ -1,12 +1,14 @@
 """The traditional compiler: every pass a data-parallel tensor program over a batch of sources.
 
     sources --pack--> bytes [B, L] --lex--> tokens [B, T] --rules--> structure, first token-level error
-            --parse--> trees --semantic--> bindings, errors --codegen--> ProgramBatch [B, N]
+            --parse--> trees --semantic--> bindings, errors --exact--> rows a hash collision misled
+            --codegen--> ProgramBatch [B, N]
 
 The same code runs on CPU and CUDA tensors. Inside a chunk there is no Python loop over programs;
 one read after lexing (two scalars) sizes the token arrays, and the results cross to the host once, at the
 end. Batches are sorted by length and split into chunks that fit a memory budget and waste little
-padding.
+padding. The serial compiler recompiles the rows where exact.py finds that a hash collision misled a
+pass (crafted sources only).
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ from ...ir import Program, ProgramBatch, gc_paused
 from ...lang import spec
 from ...lang.errors import KIND_BY_CODE, KIND_CODES, CompileError
 from ...lang.lexer import normalize_newlines, number_value
+from .. import serial
 from . import dfa
 from .codegen import codegen
 from .common import NO_ERROR, decode_keys, error_key
+from .exact import collisions
 from .lex import lex
 from .pack import encode, pack
 from .parse import parse
@@ -34,7 +38,7 @@ from .rules import check
 from .semantic import MESSAGES as SEM_MESSAGES
 from .semantic import MSG_BASE, analyse
 
-PASSES = ("pack", "lex", "rules", "parse", "semantic", "codegen")
+PASSES = ("pack", "lex", "rules", "parse", "semantic", "exact", "codegen")
 LEX_MSG_BASE = 64
 LEX_KIND_CODES = [KIND_CODES[dfa.LEX_ERRORS[c][0]] if c else 0 for c in range(len(dfa.LEX_ERRORS) + 1)]
 #: byte cells (programs x padded length) per chunk at most, on a CPU. A chunk's memory peaks at 225-410
@@ -104,6 +108,7 @@ class Chunk:
     token_start: torch.Tensor  # [B, T]
     token_end: torch.Tensor  # [B, T]
     data: torch.Tensor  # normalised bytes [B, L + 1]
+    recheck: torch.Tensor  # [B] rows a hash collision misled: the serial compiler's to compile
 
 
 def compile_chunk(sources: Sequence[str | bytes], device, timings: dict | None = None) -> Chunk:
@@ -135,6 +140,8 @@ def compile_chunk(sources: Sequence[str | bytes], device, timings: dict | None =
         sm = analyse(tk, st, tr)
         error = torch.where(b_error != NO_ERROR, b_error, sm.error)
         t0 = tick("semantic", t0)
+        recheck = collisions(tk, st, sm)
+        t0 = tick("exact", t0)
         ok = error == NO_ERROR
         # invalid rows as ProgramBatch.from_results packs them: all padding, no instructions, no parameters
         ops, args, imm, imm_tok, n_inst = codegen(tk, tr, sm, ok)
@@ -144,7 +151,7 @@ def compile_chunk(sources: Sequence[str | bytes], device, timings: dict | None =
     # inference tensors cannot be updated in place outside inference mode (as _fix_slow_numbers and a
     # batch's users may): the batch leaves as ordinary tensors, a copy of its few MB
     batch = ProgramBatch(ops.clone(), args.clone(), imm.clone(), n_inst.clone(), sm.n_params * ok, err.clone())
-    return Chunk(batch, msg, imm_tok, tk.start, tk.end, tk.data_padded)
+    return Chunk(batch, msg, imm_tok, tk.start, tk.end, tk.data_padded, recheck)
 
 
 def _fix_slow_numbers(chunk: Chunk, imms: list, lengths: list[int], error: list) -> None:
@@ -207,6 +214,7 @@ def compile_batch(sources: Sequence[str], device=None, timings: dict | None = No
     for i in np.nonzero(sizes > spec.MAX_SOURCE_BYTES)[0].tolist():
         results[i] = CompileError("too-large", 1, 1, f"source is {sizes[i]:,} bytes; the limit is "
                                   f"{spec.MAX_SOURCE_BYTES:,}", sources[i])
+    rechecked = []  # rows the serial compiler compiled again (exact.py)
     with gc_paused():
         for sel, chunk in batches:
             ops, args, imms, lengths, n_params, error = chunk.batch.host_rows()
@@ -224,28 +232,34 @@ def compile_batch(sources: Sequence[str], device=None, timings: dict | None = No
                     results[sel[j]] = Program(ops[start:end], args[start:end], imms[start:end], n_params[j],
                                               param_names, name)
                 start = end
-    batch = _assemble(batches, sizes, device) if sources else None
+            for j in torch.nonzero(chunk.recheck).flatten().tolist():
+                results[sel[j]] = serial.compile_sources([sources[sel[j]]])[0]
+                rechecked.append(sel[j])
+    batch = _assemble(batches, sizes, device, {i: results[i] for i in rechecked}) if sources else None
     if batch is not None:
         batch.messages = [r.message if isinstance(r, CompileError) else None for r in results]
     return BatchResult(results, "traditional", batch=batch, timings=dict(timings or {}))
 
 
-def _assemble(batches, sizes, device) -> ProgramBatch:
+def _assemble(batches, sizes, device, rechecked: dict) -> ProgramBatch:
     """One ProgramBatch on the device, rows in the caller's order (sources over the size limit are
-    `too-large` rows)."""
+    `too-large` rows, `rechecked` rows the serial compiler's results)."""
     device = torch.device(device or "cpu")
     B = len(sizes)
-    N = max([c.batch.ops.shape[1] for _, c in batches] + [1])
+    again = ProgramBatch.from_results(list(rechecked.values()), device) if rechecked else None
+    N = max([c.batch.ops.shape[1] for _, c in batches] + [again.ops.shape[1] if again else 1])
     ops = torch.full((B, N), -1, dtype=torch.int32, device=device)
     args = torch.full((B, N, 3), -1, dtype=torch.int32, device=device)
     imm = torch.zeros((B, N), dtype=torch.float64, device=device)
     lengths = torch.zeros(B, dtype=torch.int32, device=device)
     n_params = torch.zeros(B, dtype=torch.int32, device=device)
     error = torch.tensor([[KIND_CODES["too-large"], 1, 1]], dtype=torch.int32, device=device).repeat(B, 1)
-    for sel, chunk in batches:
+    parts = [(sel, c.batch) for sel, c in batches] + ([(list(rechecked), again)] if again else [])
+    for sel, b in parts:
         rows = torch.as_tensor(sel, device=device)
-        b = chunk.batch
         w = b.ops.shape[1]
+        if b is again:  # its rows hold their chunk's programs, which may be longer
+            ops[rows], args[rows], imm[rows] = -1, -1, 0.0
         ops[rows, :w], args[rows, :w], imm[rows, :w] = b.ops, b.args, b.imm
         lengths[rows], n_params[rows], error[rows] = b.lengths, b.n_params, b.error
     return ProgramBatch(ops, args, imm, lengths, n_params, error)

@@ -2,8 +2,9 @@
 
 Brackets (depth by prefix sums, the innermost open paren by a batched binary search over
 (level, position) keys), the file's shape (one `def` header, logical lines, indentation compared by
-hashes of the indentation bytes), the docstring, limits, and one check per token kind. Output: per
-program the first error key (common.error_key) and the structure later passes use. O(B*T log T).
+length and a hash of its bytes: exact.py compares the bytes of the pairs taken as equal), the
+docstring, limits, and one check per token kind. Output: per program the first error key
+(common.error_key) and the structure later passes use. O(B*T log T).
 """
 
 from __future__ import annotations
@@ -107,6 +108,9 @@ class Structure:
     one_line: torch.Tensor  # [B]
     docstring: torch.Tensor  # [B, T] tokens of the docstring line
     error: torch.Tensor  # [B] first error key, NO_ERROR if none
+    # [B, T] at line-start tokens whose indentation was taken as the first body line's (same length
+    # and hash): where that line's indentation starts (exact.py compares the bytes); else -1
+    indent_like: torch.Tensor
 
 
 def check(tk: Tokens, complete: torch.Tensor) -> Structure:
@@ -185,9 +189,11 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     fail(ok_bs & lid.bool() & ~indented & ((lid > 1) | ol), MESSAGES[11][1], P_FILE)
     mismatch = ol | ne(indent_len, bi_len[:, None]) | ne(indent_hash, bi_hash[:, None])
     deeper = ol | (indent_len > bi_len[:, None])
-    later = ok_bs & indented & ((lid >= 2) | (ol & lid.bool())) & mismatch
+    compared = ok_bs & indented & ((lid >= 2) | (ol & lid.bool()))
+    later = compared & mismatch
     fail(later & deeper, "unexpected indent", P_INDENT)
     fail(later & ~deeper, MESSAGES[12][1], P_INDENT)
+    indent_like = (gather(ls, body_first)[:, None] + 1).mul(compared & ~mismatch).sub_(1)
     n_lines = is_nl.sum(1, dtype=torch.int32)
     fail(_at_first(complete & (n_lines == 1) & ~one_line & is_def0, T), MESSAGES[10][1])
 
@@ -228,4 +234,4 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     fail(eq(kind, K["if"]) & line_start_tok, MESSAGES[25][1])
 
     return Structure(valid, line_id, depth, enclosing, is_call, header_open, header_close, header_colon, one_line,
-                     docstring, errors.key)
+                     docstring, errors.key, indent_like)

@@ -75,6 +75,7 @@ class Semantics:
     is_ref: torch.Tensor  # [B, T] value-position name nodes bound to a local or parameter
     n_params: torch.Tensor  # [B]
     error: torch.Tensor  # [B] first error key
+    binding: torch.Tensor  # [B, T] the binding each name event resolved to by hash (a token), else -1
 
 
 _NAME_SLOTS: dict = {}
@@ -325,4 +326,4 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     cm = rank & 127
     key = error_key(line, col, ((rank >> 7) & 4095) - 1, cm >> 4, MSG_BASE + (cm & 15))
     error = torch.where(syntax, syntax_key, torch.where(top > 0, key, NO_ERROR))
-    return Semantics(source, const_name, builtin, is_ref, n_params, error)
+    return Semantics(source, const_name, builtin, is_ref, n_params, error, bind_at - 1)
