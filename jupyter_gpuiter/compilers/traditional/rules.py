@@ -63,6 +63,9 @@ MESSAGES = [
     ("too-large", f"number literal longer than {spec.MAX_NUMBER_CHARS} characters"),
 ]
 MSG = {m: i for i, (_, m) in enumerate(MESSAGES)}
+# every (priority, kind code, message id) a rule may fail with, for FirstError's ranks
+CONSTANTS = tuple((p, KIND_CODES[kind], m) for p in (P_FILE, P_INDENT, P_LIMIT, P_TOKEN)
+                  for m, (kind, _) in enumerate(MESSAGES))
 NAMESPACE_KEYS = [pack_key(n) for n in spec.NAMESPACES]
 OPERAND_END = [K["name"], K["number"], K["string"], K["True"], K["False"], K[")"]]
 INF = 1 << 30  # above every (depth, position) key: depths and positions are below 2^12
@@ -118,20 +121,23 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     T = kind.shape[1]
     pos = positions(kind)
     valid = pos < tk.count[:, None]
-    errors = FirstError(tk.line, tk.col, valid)
+    errors = FirstError(tk.line, tk.col, valid, CONSTANTS)
 
     def fail(mask, message, priority=P_TOKEN):
         errors.at_tokens(mask, priority, KIND_CODES[MESSAGES[MSG[message]][0]], MSG[message])
 
+    # kinds as bytes for the comparisons (a quarter of the memory traffic; lookups take int32 indices)
+    kind8 = kind.to(torch.uint8)
     prev = shift_right(kind, K["newline"])
-    nxt = shift_left(kind, K["newline"])
-    is_open, is_close = eq(kind, K["("]), eq(kind, K[")"])
+    prev8 = shift_right(kind8, K["newline"])
+    nxt8 = shift_left(kind8, K["newline"])
+    is_open, is_close = eq(kind8, K["("]), eq(kind8, K[")"])
     delta = is_open.int() - is_close.int()
     depth_after = delta.cumsum(1, dtype=torch.int32)
     depth = depth_after - delta
     # brackets
     operand_before = isin(prev, OPERAND_END)
-    is_call = is_open & eq(prev, K["name"])
+    is_call = is_open & eq(prev8, K["name"])
     fail(is_open & operand_before & ~is_call, "only builtin functions can be called")
     fail(is_open & (depth_after > spec.MAX_NESTING), f"more than {spec.MAX_NESTING} nested brackets", P_LIMIT)
     # padding (kind 0) keeps the final depth, so the suffix may run past the last token
@@ -147,7 +153,7 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     enclosing = at | ((at | (pos - 1 - at)) >> 31)  # -1 outside [0, pos)
 
     # the file: a `def` header, then its body
-    is_nl = eq(kind, K["newline"])
+    is_nl = eq(kind8, K["newline"])
     line_id = is_nl.cumsum(1, dtype=torch.int32) - is_nl.int()
     line_start_tok = valid & ~is_nl & shift_right(is_nl, True)
     first_end = first_true(is_nl)
@@ -165,10 +171,10 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     after = header_close + 1
     header_colon = torch.where((header_close >= 0) & (after < first_end) & (gather(kind, after) == K[":"]), after, -1)
     in_header = (pos > header_open[:, None]) & (pos < header_end[:, None])  # header_end is -1 without one
-    is_param = in_header & eq(kind, K["name"]) & eq(enclosing, header_open[:, None])
+    is_param = in_header & eq(kind8, K["name"]) & eq(enclosing, header_open[:, None])
     n_params = is_param.cumsum(1, dtype=torch.int32)
     fail(is_param & eq(n_params, spec.MAX_PARAMS + 1), MESSAGES[6][1], P_LIMIT)
-    fail(in_header & ~is_param & ne(kind, K[","]), MESSAGES[7][1])
+    fail(in_header & ~is_param & ne(kind8, K[","]), MESSAGES[7][1])
     one_line = (header_colon >= 0) & (header_colon + 1 < first_end)
 
     # indentation, compared as hashes of the bytes between the line start and the first token
@@ -198,7 +204,7 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     fail(_at_first(complete & (n_lines == 1) & ~one_line & is_def0, T), MESSAGES[10][1])
 
     # the docstring: the first body line made only of strings
-    is_str = eq(kind, K["string"])
+    is_str = eq(kind8, K["string"])
     doc_range = (ol & (pos > header_colon[:, None]) & ~lid.bool() | ~ol & eq(lid, 1)) & valid & ~is_nl
     # a row's any() as a uint8 maximum (several times cheaper on a CPU)
     doc_ok = doc_range.view(torch.uint8).amax(1).bool() & ~(doc_range & ~is_str).view(torch.uint8).amax(1).bool()
@@ -207,8 +213,8 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     # token by token
     significant = (valid & ~is_nl).cumsum(1, dtype=torch.int32)
     fail(~is_nl & eq(significant, spec.MAX_TOKENS + 1), MESSAGES[13][1], P_LIMIT)
-    fail(eq(kind, K["number"]) & (tk.end - tk.start > spec.MAX_NUMBER_CHARS), MESSAGES[26][1], P_LIMIT)
-    prefix = (eq(kind, K["-"]) | eq(kind, K["+"])) & ~operand_before | eq(kind, K["not"])
+    fail(eq(kind8, K["number"]) & (tk.end - tk.start > spec.MAX_NUMBER_CHARS), MESSAGES[26][1], P_LIMIT)
+    prefix = (eq(kind8, K["-"]) | eq(kind8, K["+"])) & ~operand_before | eq(kind8, K["not"])
     # the token that makes a run of MAX_NESTING + 1: a window of that many ends there, not one more
     n = spec.MAX_NESTING + 1
     if T >= n:
@@ -217,21 +223,21 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     enc_call = gather(is_call, enclosing) | eq(enclosing, header_open[:, None])
     in_call = (enclosing >= 0) & enc_call
     prev_key = shift_right(tk.key, 0)
-    fail(eq(kind, K["bad-keyword"]), MESSAGES[15][1])
-    fail(eq(kind, K["bad-op"]), MESSAGES[16][1])
+    fail(eq(kind8, K["bad-keyword"]), MESSAGES[15][1])
+    fail(eq(kind8, K["bad-op"]), MESSAGES[16][1])
     fail(is_str & tk.prefix_bad, MESSAGES[17][1])
     fail(is_str & ~tk.prefix_bad & ~docstring, MESSAGES[18][1])
     is_namespace = functools.reduce(torch.logical_or, [eq(prev_key, k) for k in NAMESPACE_KEYS])  # two keys: no isin sort
-    dot_ok = eq(prev, K["name"]) & is_namespace & eq(nxt, K["name"])
-    fail(eq(kind, K["."]) & ~dot_ok, MESSAGES[19][1])
-    fail(eq(kind, K[","]) & ~in_call, MESSAGES[20][1])
-    assigning = eq(kind, K["="]) | isin(kind, [K[a] for a in spec.AUG_ASSIGN])
+    dot_ok = eq(prev8, K["name"]) & is_namespace & eq(nxt8, K["name"])
+    fail(eq(kind8, K["."]) & ~dot_ok, MESSAGES[19][1])
+    fail(eq(kind8, K[","]) & ~in_call, MESSAGES[20][1])
+    assigning = eq(kind8, K["="]) | isin(kind, [K[a] for a in spec.AUG_ASSIGN])
     fail(assigning & (enclosing >= 0), MESSAGES[21][1])
-    fail(eq(kind, K[":"]) & ne(pos, header_colon[:, None]), MESSAGES[22][1])
-    star = eq(kind, K["*"]) | eq(kind, K["**"])
+    fail(eq(kind8, K[":"]) & ne(pos, header_colon[:, None]), MESSAGES[22][1])
+    star = eq(kind8, K["*"]) | eq(kind8, K["**"])
     fail(star & ~operand_before, MESSAGES[23][1])
-    fail(eq(kind, K["def"]) & pos.bool(), MESSAGES[24][1])
-    fail(eq(kind, K["if"]) & line_start_tok, MESSAGES[25][1])
+    fail(eq(kind8, K["def"]) & pos.bool(), MESSAGES[24][1])
+    fail(eq(kind8, K["if"]) & line_start_tok, MESSAGES[25][1])
 
     return Structure(valid, line_id, depth, enclosing, is_call, header_open, header_close, header_colon, one_line,
                      docstring, errors.key, indent_like)
