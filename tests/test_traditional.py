@@ -131,6 +131,23 @@ def test_limit_checks_are_exact_at_the_boundary():
     assert not got[0].startswith("error") and got[1].startswith("error too-large")
 
 
+def test_loops_sized_by_the_chunk_reach_its_deepest_nesting_and_longest_alias_chain(monkeypatch):
+    """parse's and semantic's pointer jumping runs as many rounds as the chunk's deepest nesting and
+    most lines need, each just past a power of two here, among short programs in one chunk."""
+    deep = "def f(a, c):\n    return " + "(" * 33 + "a" + ")" * 33 + " + c\n"  # 33 groups to see through
+    # 103 lines, 100 links from x100 to `a + 1` (a link cut short lands on a name, whose register is y's)
+    chain = ("def f(a):\n    x1 = a + 1\n    y = a * 2\n" + "".join(f"    x{i} = x{i - 1}\n" for i in range(2, 101))
+             + "    return x100 - y\n")
+    aug = chain.replace("return x100 - y", "x100 += y\n    return x100")
+    short = generate.generate_batch(300, 31, max_chars=60)
+    special = [deep, chain, aug]
+    sources = short[:100] + special[:1] + short[100:200] + special[1:] + short[200:]
+    monkeypatch.setattr(traditional, "MIN_CHUNK_CELLS", {"cpu": traditional.CHUNK_CELLS})
+    assert len(traditional.compile_to_batches(sources)[0]) == 1
+    got = assert_agree(sources)
+    assert not any(g.startswith("error") for g in got[100:101] + got[201:203])
+
+
 def test_slow_number_literals_are_exact():
     lits = ["0x1F", "0o17", "0b101", "123456789012345678901", "1e300", "1e-300", "2.2250738585072014e-308",
             "0.1", "9007199254740993", "4.35", "1_0.5e1_0", "7e22", "7e23", "1" * 400]

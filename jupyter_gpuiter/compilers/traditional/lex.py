@@ -4,15 +4,15 @@ The DFA of dfa.py runs over byte classes two bytes at a time: L/2 steps, each on
 table lookup over the batch (L <= 8 KiB by the language's limits); the odd positions follow in one
 vectorised lookup. Everything else is a few dozen O(B*L) tensor ops and O(B*T) ones after compaction,
 with no Python loop over programs and no host synchronisation but the one read that sizes T (and the
-number list): per-byte facts (token start, boundary, error, escape, paren, newline, number digit and
-digit value) are one int16 table lookup on the transition index, counts are int16 or int32 prefix sums
-(one int64 one packs characters, newlines and number fields), positions int16 where they fit (L <
-2^14) and signs read by shifts rather than comparisons, token ends come from one amax scatter per
-boundary stretch, line starts from a running maximum, and token fields are read at the compacted
-token starts (int64 indices, converted once: on two threads a gather beats an index_select on a
-flat int32 index); the Tokens' positions, lines, columns and kinds are int32. Number values are
-worked out on the number tokens alone. On a CPU, index_select beats a gather on an expanded table,
-and a full-mask `where` or a bool argmax is avoided.
+number list, and the loops of parse and semantic): per-byte facts (token start, boundary, error,
+escape, paren, newline, number digit and digit value) are one int16 table lookup on the transition
+index, counts are int16 or int32 prefix sums (one int64 one packs characters, newlines and number
+fields), positions int16 where they fit (L < 2^14) and signs read by shifts rather than comparisons,
+token ends come from one amax scatter per boundary stretch, line starts from a running maximum, and
+token fields are read at the compacted token starts (int64 indices, converted once: on two threads a
+gather beats an index_select on a flat int32 index); the Tokens' positions, lines, columns and kinds
+are int32. Number values are worked out on the number tokens alone. On a CPU, index_select beats a
+gather on an expanded table, and a full-mask `where` or a bool argmax is avoided.
 """
 
 from __future__ import annotations
@@ -183,6 +183,9 @@ class Tokens:
     data_padded: torch.Tensor  # normalised bytes [B, L + 1]
     lengths: torch.Tensor  # [B] of the normalised sources
     hash_prefix: torch.Tensor  # [B, L + 1] int64 hash_prefix(data_padded), for hashes of other spans
+    # maxima over the chunk, as ints, that bound later passes' loops
+    most_lines: int  # NEWLINE tokens in one program
+    deepest: int  # parens open at one byte (a `(` counts at its own)
 
 
 def normalize_newlines(data: torch.Tensor, lengths: torch.Tensor, width: int):
@@ -302,7 +305,10 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     # longest program's token count instead of its byte count (about 4x smaller), and the number list
     n_sel = selected.cumsum(1, dtype=torch.int16)
     total = n_sel[:, -1].int()
-    T, NT = torch.stack([total.max(), (digits[:, -1] & _M14).max()]).tolist()  # a number has a digit
+    # and the data's sizes that bound later passes' loops: NEWLINE tokens in one program, parens open at one byte
+    sizes = [total.max(), (digits[:, -1] & _M14).max(),  # a number has a digit
+             newline.sum(1, dtype=torch.int16).max().int(), depth.amax().int()]
+    T, NT, most_lines, deepest = torch.stack(sizes).tolist()
     T, NT = max(1, min(T, max_tokens)), max(1, NT)
     slots = torch.zeros((B, T + 2), dtype=torch.int32, device=dev)
     slots.scatter_(1, (n_sel * selected).clamp_(max=T + 1).long(), pos.expand(B, L))  # slot 0 and T + 1 discard
@@ -349,7 +355,7 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     prefix_bad = (kind == spec.TOK["string"]) & take(t["prefix_bad"], head & 0xFFFF)
     value, slow = _numbers(t, facts, digits, at_end, counts, kind == spec.TOK["number"], NT, start64, end64)
     return Tokens(kind, tok_start, tok_end, tok_line, tok_col, tok_line_start, key, tok_hash, value, slow, prefix_bad,
-                  count, truncated, code, lex_line, lex_col, b, lengths, prefix)
+                  count, truncated, code, lex_line, lex_col, b, lengths, prefix, most_lines, deepest)
 
 
 def pack_key(word: str) -> int:

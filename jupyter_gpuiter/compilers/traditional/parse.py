@@ -309,11 +309,14 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     right_of.scatter_(1, (L - T).mul_(has_parent & take_left).add_(T).long(), pos)
     left_full, right_full = left_of, right_of
     left_of, right_of = left_of[:, :T], right_of[:, :T]
-    # values see through parentheses: pointer jumping, int64 throughout (gathers of the index itself)
+    # values see through parentheses: pointer jumping, int64 throughout (gathers of the index itself).
+    # A group under a group is its next token: a group's `(` links left to the token before it, which
+    # rules make one of finite binding power (no operand's end). So a chain is one run `((...`, and
+    # log2 of the deepest nesting rounds do (a deeper program breaks a rule and has no tree).
     ro1 = right_of + 1
     grouped = group & ro1.bool()
     vn_idx = (right_of - pos).mul_(grouped).add_(pos).long()
-    for _ in range(max(1, (spec.MAX_NESTING + 1).bit_length())):
+    for _ in range(min(tk.deepest, spec.MAX_NESTING).bit_length()):
         vn_idx = vn_idx.gather(1, vn_idx)
     vn = vn_idx.int()
     vn_ext = torch.cat([torch.full_like(vn[:, :1], -1), vn], 1)  # value of token t at t + 1; -1 at 0

@@ -259,13 +259,14 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
 
     # follow aliases (`y = x` binds y to x's source) by pointer jumping: bound references and aug
     # targets point to their source, other tokens to themselves, so jumping ends at the alias
-    # chain's end. Each link but the last goes back one assignment statement (at least 4 tokens),
-    # so log2(T / 3) rounds do.
+    # chain's end. Each link goes to an earlier statement (a binding is read by the statements after
+    # it) but for a last one to a parameter, so a chain has at most as many links as its program has
+    # statements, at most its NEWLINE tokens: log2(tk.most_lines + 1) rounds do.
     bound = ~_neg(ref_src)
     is_ref = value_ref & bound
     has_src = is_ref | (aug_target & bound)
     nxt, spare = select(has_src, ref_src, pos).long(), torch.empty((B, T), dtype=torch.long, device=dev)
-    for _ in range(max(1, (T // 3).bit_length())):
+    for _ in range(tk.most_lines.bit_length()):
         nxt, spare = torch.gather(nxt, 1, nxt, out=spare), nxt
     # sources: the chain's end; parameters as T + index (so a parameter is its own source)
     source = select(is_param, n_before.add_(T - 1), pos).gather(1, nxt)
