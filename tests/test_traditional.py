@@ -131,21 +131,33 @@ def test_limit_checks_are_exact_at_the_boundary():
     assert not got[0].startswith("error") and got[1].startswith("error too-large")
 
 
-def test_loops_sized_by_the_chunk_reach_its_deepest_nesting_and_longest_alias_chain(monkeypatch):
-    """parse's and semantic's pointer jumping runs as many rounds as the chunk's deepest nesting and
-    most lines need, each just past a power of two here, among short programs in one chunk."""
+def test_loops_sized_by_the_chunk_reach_its_longest_line_deepest_nesting_and_longest_alias_chain(monkeypatch):
+    """parse's and semantic's loops run as many rounds as the chunk's longest logical line, deepest
+    nesting and most lines need, each just past a power of two here, among short programs in one chunk;
+    searches that go past a line (walls', and after an unpaired `else`) come out as none."""
+    n = 81  # a logical line of 2n + 6 = 168 tokens with links across 2n - 1 > 128 tokens
+    far_right = "def f(a, c):\n    return (a" + "\n        ** a" * n + "\n        or c)\n"  # the first `**` to `or`
+    far_left = "def f(a, c):\n    return c * (a" + "\n        + a" * n + ")\n"  # the last `+` to `(`
     deep = "def f(a, c):\n    return " + "(" * 33 + "a" + ")" * 33 + " + c\n"  # 33 groups to see through
     # 103 lines, 100 links from x100 to `a + 1` (a link cut short lands on a name, whose register is y's)
     chain = ("def f(a):\n    x1 = a + 1\n    y = a * 2\n" + "".join(f"    x{i} = x{i - 1}\n" for i in range(2, 101))
              + "    return x100 - y\n")
     aug = chain.replace("return x100 - y", "x100 += y\n    return x100")
+    # `+=` is a wall, whose search goes past its line: its node must still start at 0, not in a `**` chain
+    augs = "def f(a):\n    y = a\n" + "".join(f"    y = a{' ** a' * (i % 7 + 1)}\n    y += 1\n" for i in range(30))
+    augs += "    return y\n"
+    # after an unpaired `else`, levels are below 0 and searches pass walls: that `else` is still the error
+    # (two, so that searches cut short stop at a wall in one and at a name in the other)
+    unpaired = ["def f(a, b):\n    x = a else b\n" + "    y = a\n" * 70 + f"    z = {'-' * k}a if b else a\n    return z\n"
+                for k in range(2)]
     short = generate.generate_batch(300, 31, max_chars=60)
-    special = [deep, chain, aug]
-    sources = short[:100] + special[:1] + short[100:200] + special[1:] + short[200:]
+    special = [far_right, far_left, deep, chain, aug, augs]
+    sources = short[:100] + special[:3] + short[100:200] + special[3:] + short[200:] + unpaired
     monkeypatch.setattr(traditional, "MIN_CHUNK_CELLS", {"cpu": traditional.CHUNK_CELLS})
     assert len(traditional.compile_to_batches(sources)[0]) == 1
     got = assert_agree(sources)
-    assert not any(g.startswith("error") for g in got[100:101] + got[201:203])
+    assert not any(g.startswith("error") for g in got[100:103] + got[203:206])
+    assert all(g.startswith("error syntax 2:") for g in got[-2:])
 
 
 def test_slow_number_literals_are_exact():

@@ -184,6 +184,7 @@ class Tokens:
     lengths: torch.Tensor  # [B] of the normalised sources
     hash_prefix: torch.Tensor  # [B, L + 1] int64 hash_prefix(data_padded), for hashes of other spans
     # maxima over the chunk, as ints, that bound later passes' loops
+    longest_line: int  # tokens on one logical line, its NEWLINE not counted (of programs that may parse)
     most_lines: int  # NEWLINE tokens in one program
     deepest: int  # parens open at one byte (a `(` counts at its own)
 
@@ -292,23 +293,28 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     kept = fact(F_START) & ~((last_end - end16) >> 15).bool()
     cand = fact(F_NL) & ((pos16 - limit.clamp(max=L + 1).short()[:, None]) >> 15).bool() & ~(depth - delta).bool()
     cand.scatter_(1, lengths[:, None].long(), ~has_error[:, None])  # the end of the file (the EOF byte is no F_NL)
-    # a candidate is a NEWLINE when the last kept token or candidate before it is a token: the
-    # running maximum of 2 (i + 1) + kept over both
-    mark = (kept | cand) * (pos16 * 2 + 2) + kept
-    last = mark.cummax(1).values
+    # a candidate is a NEWLINE when a kept token lies between it and the candidate before (no byte is
+    # both): `since` counts the kept tokens after the last candidate, by a running maximum of the kept
+    # counts at candidates
+    n_kept = kept.cumsum(1, dtype=torch.int16)
+    since = n_kept - (n_kept * cand).cummax(1).values
     newline = cand.clone()
     newline[:, 0] = False
-    newline[:, 1:] &= (last[:, :-1] & 1).bool()
+    newline[:, 1:] &= since[:, :-1].bool()
     selected = kept | newline
 
     # compaction to [B, T]: the one scalar read inside the pipeline sizes the token arrays to the
     # longest program's token count instead of its byte count (about 4x smaller), and the number list
     n_sel = selected.cumsum(1, dtype=torch.int16)
     total = n_sel[:, -1].int()
-    # and the data's sizes that bound later passes' loops: NEWLINE tokens in one program, parens open at one byte
-    sizes = [total.max(), (digits[:, -1] & _M14).max(),  # a number has a digit
+    # and the data's sizes that bound later passes' loops: tokens on one logical line, its NEWLINE not
+    # counted (the most kept tokens after a candidate: a candidate that is no NEWLINE has none before
+    # it), in programs that may parse (not with a lexical error or a paren left open, a rules error);
+    # NEWLINE tokens in one program; parens open at one byte
+    line_tokens = since.amax(1) * ~(has_error | depth[:, -1].bool())
+    sizes = [total.max(), (digits[:, -1] & _M14).max(), line_tokens.max().int(),  # a number has a digit
              newline.sum(1, dtype=torch.int16).max().int(), depth.amax().int()]
-    T, NT, most_lines, deepest = torch.stack(sizes).tolist()
+    T, NT, longest_line, most_lines, deepest = torch.stack(sizes).tolist()
     T, NT = max(1, min(T, max_tokens)), max(1, NT)
     slots = torch.zeros((B, T + 2), dtype=torch.int32, device=dev)
     slots.scatter_(1, (n_sel * selected).clamp_(max=T + 1).long(), pos.expand(B, L))  # slot 0 and T + 1 discard
@@ -355,7 +361,7 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
     prefix_bad = (kind == spec.TOK["string"]) & take(t["prefix_bad"], head & 0xFFFF)
     value, slow = _numbers(t, facts, digits, at_end, counts, kind == spec.TOK["number"], NT, start64, end64)
     return Tokens(kind, tok_start, tok_end, tok_line, tok_col, tok_line_start, key, tok_hash, value, slow, prefix_bad,
-                  count, truncated, code, lex_line, lex_col, b, lengths, prefix, most_lines, deepest)
+                  count, truncated, code, lex_line, lex_col, b, lengths, prefix, longest_line, most_lines, deepest)
 
 
 def pack_key(word: str) -> int:

@@ -1,4 +1,5 @@
-"""Pass 3, parse: tokens -> expression trees, in O(log T) tensor steps (no loop over the tree).
+"""Pass 3, parse: tokens -> expression trees, in O(log n) tensor steps, n the most tokens on one logical
+line (no loop over the tree).
 
 Operator precedence as binding powers: each token gets a left and a right binding power (lbp,
 rbp), offset by its nesting level (parentheses and ternary conditions), and every token's parent is
@@ -10,9 +11,10 @@ one of its two nearest "weaker" neighbours (all nearest smaller values, ANSV):
 This is the Cartesian tree of the expression, generalised to prefix operators (lbp = inf),
 right-associative `**`, calls (`(` binds the name on its left tightest) and `a if c else b` (an `if`
 node under an `else` node). L and R come from sparse tables of minima by binary lifting:
-O(B*T log T) work, O(log T) steps. A subtree is exactly the open interval (L(i), R(i)), which gives
+O(B*T log n) work, O(log n) steps. A subtree is exactly the open interval (L(i), R(i)), which gives
 each node's first and last token, and its depth (how many such intervals cover it: one prefix sum).
-Statements are split by walls (`=`, `op=`, `return`, NEWLINE) whose binding power is below everything.
+Statements are split by walls (`=`, `op=`, `return`, NEWLINE) whose binding power is below everything,
+so a search ends inside its logical line.
 
     x = - a * ( b + c )        bp:  x:inf  = wall  -:(inf,32)  a:inf  *:(28,29)  (:(inf,62)
                                      b:inf  +:(88,89)  c:inf  ):(62,inf)
@@ -176,16 +178,18 @@ class Tree:
     syntax: torch.Tensor  # [B] int64 first bad token (BIG = none)
 
 
-def nearest_smaller(rbp: torch.Tensor, lbp: torch.Tensor) -> tuple[torch.Tensor, ...]:
+def nearest_smaller(rbp: torch.Tensor, lbp: torch.Tensor, reach: int) -> tuple[torch.Tensor, ...]:
     """(L, R, rbp at L, lbp at R), int32: L(i) = max j < i with rbp[j] < lbp[i], or -1 (there: LOW_L);
-    R(i) = min k > i with lbp[k] < rbp[i], or T (there: LOW_R).
+    R(i) = min k > i with lbp[k] < rbp[i], or T (there: LOW_R). Exact where that is at most `reach`
+    positions from i; farther ones come out as none (-1, T).
 
     Both as one rightward search over 2B rows (L on the reversed rows), by binary lifting over
     sparse tables of minima with a column T of a value below every binding power, so a step past
     the end fails by itself: no bounds checks. All int32: a step is taken where
-    (threshold - 1 - min) >> 31 is -1, so a level is one gather and three int32 operations."""
+    (threshold - 1 - min) >> 31 is -1, so a level is one gather and three int32 operations; the
+    levels span min(reach, T) positions."""
     B, T = rbp.shape
-    top = max(1, T.bit_length()) - 1
+    top = max(1, min(reach, T).bit_length()) - 1  # the levels reach 2^(top + 1) > min(reach, T) positions
     # tables[k][:, j] = min over columns j .. j + 2^k - 1, where a range reaching column T is LOW:
     # the last max(1, 2^(k-1)) columns of level k are filled with LOW, the others computed
     tables = torch.empty((top + 1, 2 * B, T + 1), dtype=torch.int32, device=rbp.device)
@@ -207,6 +211,10 @@ def nearest_smaller(rbp: torch.Tensor, lbp: torch.Tensor) -> tuple[torch.Tensor,
         torch.gather(tables[k], 1, idx.copy_(m), out=got)
         m.sub_(torch.sub(below, got, out=got).bitwise_right_shift_(31), alpha=1 << k)
     at = tables[0].gather(1, idx.copy_(m))
+    if 2 << top < T:  # a search may have stopped short of its value (at is not below the threshold): none
+        missed = torch.sub(below, at, out=got).bitwise_right_shift_(31)
+        torch.maximum(m, missed & T, out=m)
+        at.add_((low - at).bitwise_and_(missed))
     return (T - 1) - m[B:].flip(1), m[:B], at[B:].flip(1), at[:B]
 
 
@@ -290,7 +298,13 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     lbp = (base + take(tab["lb"], cls)).clamp_(max=INF)
     rbp = base.add_(take(tab["rb"], cls)).clamp_(max=INF)
 
-    L, R, at_l, at_r = nearest_smaller(rbp, lbp)
+    # Walls (NEWLINEs, `=`, op=, `return`, tokens outside the body) are below every binding power of a
+    # level >= 0, so a search for a threshold above WALL ends inside its logical line, within
+    # tk.longest_line positions: exact. Other searches may stop short, and then come out as none: the
+    # walls' own (none anyway unless a level is below 0) and those for a threshold below WALL. Levels
+    # go below 0 only after an unpaired `else`, at or past the row's first syntax error, the one thing
+    # such a row keeps, and the links that change all join tokens on such a level, past it.
+    L, R, at_l, at_r = nearest_smaller(rbp, lbp, tk.longest_line)
     # the parent is L where rbp(L) >= lbp(R) (with the fills: L where R = T, R where L = -1); its
     # binding power is then the larger of the two: WALL for a wall, LOW_R for none (finite binding
     # powers are multiples of S plus 0 .. S - 2, never WALL)
