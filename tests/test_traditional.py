@@ -336,3 +336,18 @@ def test_ordinary_programs_are_never_sent_back_to_the_serial_compiler():
     sources += [m for m, _ in generate.mutate_batch(sources, 32)] + VALID + [s for s, _ in INVALID]
     batches, _ = traditional.compile_to_batches(sources)
     assert sum(int(c.recheck.sum()) for _, c in batches) == 0
+
+
+def test_sources_without_a_cr_skip_the_newline_compaction_to_the_same_tokens():
+    from dataclasses import fields
+
+    from jupyter_gpuiter.compilers.traditional.lex import lex
+    from jupyter_gpuiter.compilers.traditional.pack import pack
+
+    sources = [s for s in generate.generate_batch(300, 51) + VALID + [s for s, _ in INVALID] if "\r" not in s]
+    assert len(sources) > 200
+    data, lengths = pack(sources, "cpu")
+    full, short = lex(data, lengths, 4096, has_cr=True), lex(data, lengths, 4096, has_cr=False)
+    for f in fields(full):
+        a, b = getattr(full, f.name), getattr(short, f.name)
+        assert torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b, f.name

@@ -128,7 +128,8 @@ def compile_chunk(sources: Sequence[str | bytes], device, timings: dict | None =
         data, lengths = pack(sources, device)
         t0 = tick("pack", t0)
         max_tokens = min(data.shape[1] + 1, 2 * spec.MAX_TOKENS + 2)
-        tk = lex(data, lengths, max_tokens)
+        has_cr = any((b"\r" if isinstance(s, bytes) else "\r") in s for s in sources)  # host-side: no sync
+        tk = lex(data, lengths, max_tokens, has_cr)
         t0 = tick("lex", t0)
         st = check(tk, (tk.lex_error == 0) & ~tk.truncated)
         lex_kind = torch.tensor(LEX_KIND_CODES, device=tk.kind.device)[tk.lex_error]

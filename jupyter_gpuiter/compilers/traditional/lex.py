@@ -23,7 +23,7 @@ import torch
 
 from ...lang import spec
 from . import dfa
-from .common import BIG, perfect_hash, signed64, take
+from .common import BIG, perfect_hash, select, signed64, take
 
 _TABLES: dict = {}
 # what a byte adds to the packed prefix count of lex (int64): characters (bits 0-13) and newlines (14-27) of
@@ -189,14 +189,19 @@ class Tokens:
     deepest: int  # parens open at one byte (a `(` counts at its own)
 
 
-def normalize_newlines(data: torch.Tensor, lengths: torch.Tensor, width: int):
+def normalize_newlines(data: torch.Tensor, lengths: torch.Tensor, width: int, has_cr: bool = True):
     """CRLF -> LF, lone CR -> LF, on the device (as lexer.normalize_newlines does on the host).
 
     Returns the DFA input [B, width] as packed int64 words (the byte, EOF_BYTE past the end, and its
-    class offsets, see _X_CS) and the new lengths (int32)."""
+    class offsets, see _X_CS) and the new lengths (int32). has_cr=False (the host knows its sources
+    hold no CR, as most do) skips the compaction."""
     B, L = data.shape
     t = _tables(data.device)
     keep = ((torch.arange(L, dtype=torch.int16, device=data.device) - lengths[:, None].short()) >> 15).bool()
+    if not has_cr:
+        x = torch.full((B, width), dfa.EOF_BYTE, dtype=torch.int16, device=data.device)
+        x[:, :L] = select(keep, data.short(), dfa.EOF_BYTE)
+        return take(t["input"], x.int()), lengths.int()
     keep[:, :-1] &= ((data[:, :-1] ^ 13) | (data[:, 1:] ^ 10)).bool()
     slot = keep.cumsum(1, dtype=torch.int16)
     x = torch.full((B, width + 1), dfa.EOF_BYTE, dtype=torch.int16, device=data.device)
@@ -231,14 +236,15 @@ def _run_dfa(x: torch.Tensor, t: dict) -> torch.Tensor:
     return out
 
 
-def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> Tokens:
+def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int, has_cr: bool = True) -> Tokens:
+    """Tokens of sources [B, L] (has_cr=False: the caller knows they hold no CR byte)."""
     t = _tables(data.device)
     dev = data.device
     B, L0 = data.shape
     L = L0 + 1  # room for the EOF position
     if L >= 1 << 14:  # int16 positions (and twice them) must not wrap; compile_to_batches keeps L <= 8,194
         raise ValueError(f"lex takes rows of fewer than {(1 << 14) - 1} bytes, got {L0}")
-    x, lengths = normalize_newlines(data, lengths, L + (L & 1))  # the DFA's steps take an even width
+    x, lengths = normalize_newlines(data, lengths, L + (L & 1), has_cr)  # the DFA's steps take an even width
     b = (x.view(torch.int16)[:, 0:4 * L:4] & 255).long()
     # positions (int16 where they suffice: L < 2^14, and int16 ops cost a third of int32 ones; a
     # comparison to bool costs as much as ten, so signs are read by shifts)
