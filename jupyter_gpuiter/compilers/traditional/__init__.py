@@ -5,10 +5,10 @@
             --codegen--> ProgramBatch [B, N]
 
 The same code runs on CPU and CUDA tensors. Inside a chunk there is no Python loop over programs;
-one read after lexing (five scalars) sizes the token arrays and the loops of later passes, and the results
-cross to the host once, at the end. Batches are sorted by length and split into chunks that fit a memory budget and waste little
-padding. The serial compiler recompiles the rows where exact.py finds that a hash collision misled a
-pass (crafted sources only).
+one read after lexing (five scalars) sizes the token arrays and the loops of later passes, and the
+results cross to the host once, at the end. Batches are sorted by length and split into chunks that
+fit a memory budget and waste little padding. The serial compiler recompiles the rows where exact.py
+finds that a hash collision misled a pass (crafted sources only).
 """
 
 from __future__ import annotations

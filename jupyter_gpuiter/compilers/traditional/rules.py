@@ -63,6 +63,7 @@ MESSAGES = [
     ("too-large", f"number literal longer than {spec.MAX_NUMBER_CHARS} characters"),
 ]
 MSG = {m: i for i, (_, m) in enumerate(MESSAGES)}
+assert len(spec.TOKEN_KINDS) <= 256  # check() compares kinds as bytes
 # every (priority, kind code, message id) a rule may fail with, for FirstError's ranks
 CONSTANTS = tuple((p, KIND_CODES[kind], m) for p in (P_FILE, P_INDENT, P_LIMIT, P_TOKEN)
                   for m, (kind, _) in enumerate(MESSAGES))
@@ -127,7 +128,7 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
         errors.at_tokens(mask, priority, KIND_CODES[MESSAGES[MSG[message]][0]], MSG[message])
 
     # kinds as bytes for the comparisons (a quarter of the memory traffic; lookups take int32 indices)
-    kind8 = kind.to(torch.uint8)
+    kind8 = kind.to(torch.uint8)  # (spec has fewer than 256 token kinds: asserted below the messages)
     prev = shift_right(kind, K["newline"])
     prev8 = shift_right(kind8, K["newline"])
     nxt8 = shift_left(kind8, K["newline"])
@@ -177,7 +178,8 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     fail(in_header & ~is_param & ne(kind8, K[","]), MESSAGES[7][1])
     one_line = (header_colon >= 0) & (header_colon + 1 < first_end)
 
-    # indentation, compared as hashes of the bytes between the line start and the first token
+    # indentation, compared by length and a hash of the bytes between the line start and the first
+    # token (exact.py compares the bytes of the lines taken as matching)
     indent_len = tk.start - tk.line_start
     indent_hash = span_hash(tk.hash_prefix, tk.line_start, tk.start)
     lid = line_id
