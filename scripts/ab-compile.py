@@ -1,7 +1,8 @@
 """Two checkouts' traditional compilers side by side in one process: the same outputs, and which is faster.
 
     git worktree add --detach /tmp/base <commit>
-    python scripts/ab-compile.py /tmp/base . [--n 4096] [--threads 2] [--repeats 5]
+    python scripts/ab-compile.py /tmp/base . [--n 4096] [--threads 2] [--repeats 5] [--no-cr]
+                                            [--statements MIN MAX] [--max-nodes N]
 
 Both packages are imported under aliases (the compiler's modules import each other relatively), so they
 run alternately in one process on the same machine state. First every output of compile_batch is
@@ -48,13 +49,20 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=4096)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--no-cr", action="store_true", help="line ends as LF only (the generator writes CRLF or CR in some)")
+    ap.add_argument("--statements", type=int, nargs=2, metavar=("MIN", "MAX"),
+                    help="statements a program (the generator's `statements` knob)")
+    ap.add_argument("--max-nodes", type=int, help="nodes an expression at most (the generator's `max_nodes` knob)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     links = tempfile.mkdtemp(prefix="ab-compile-")
     sys.path.insert(0, links)
     base, generate = load(args.base, "gi_base", links)
     new, _ = load(args.new, "gi_new", links)
-    sources = generate.generate_batch(args.n, 0)
+    knobs = {k: v for k, v in (("statements", tuple(args.statements or ())), ("max_nodes", args.max_nodes)) if v}
+    sources = generate.generate_batch(args.n, 0, **knobs)
+    if args.no_cr:
+        sources = [s.replace("\r\n", "\n").replace("\r", "\n") for s in sources]
     sources += [m for m, _ in generate.mutate_batch(sources[: args.n // 2], 1)]
     diffs = same_outputs(base.compile_batch(sources), new.compile_batch(sources))
     print(f"outputs {'EQUAL' if not diffs else 'DIFFERENT: ' + ', '.join(diffs)} on {len(sources)} programs")
