@@ -1,6 +1,7 @@
-"""The traditional compiler reads the device once per chunk (issue 3: no host synchronisation inside the
-pipeline): every Python-level call that would wait for a device and copy data back is recorded by a
-TorchFunctionMode, so the check runs on CPU tensors, where such reads cost nothing and go unnoticed."""
+"""The traditional compiler's passes are data-parallel (issue 3): no Python loop over programs, and no host
+synchronisation inside the pipeline but lex's one read. Both are checked on CPU tensors by TorchFunctionModes
+that see every tensor call made from Python: a loop over programs would make more calls for more programs,
+and a read (which costs nothing on a CPU, and a sync on CUDA) is recorded by name."""
 
 import pytest
 import torch
@@ -20,6 +21,18 @@ def _bool_index(args) -> bool:
     index = args[1] if len(args) > 1 else None
     parts = index if isinstance(index, tuple) else (index,)
     return any(isinstance(p, torch.Tensor) and p.dtype == torch.bool for p in parts)
+
+
+class Calls(TorchFunctionMode):
+    """Counts the tensor calls made under it."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.count += 1
+        return func(*args, **(kwargs or {}))
 
 
 class HostReads(TorchFunctionMode):
@@ -51,13 +64,29 @@ def test_each_kind_of_host_read_is_recorded(read):
     assert seen.reads
 
 
-def test_a_chunk_reads_the_device_once():
+def _mixed_sources() -> list[bytes]:
     sources = generate.generate_batch(150, 5)
     sources += [m for m, _ in generate.mutate_batch(sources, 6)] + VALID + [s for s, _ in INVALID]
-    sources += ["def f(x):\r\n    return x\r\n", "def f(x):\n    return (" * 80 + "x" + ")" * 80 + "\n"]
-    encoded = [encode(s) for s in sources]
+    sources += ["def f(x):\r\n    return x\r\n", "def f(x):\n    return " + "(" * 60 + "x" + ")" * 60 + "\n"]
+    return [encode(s) for s in sources]
+
+
+def test_the_work_from_python_does_not_grow_with_the_programs():
+    encoded = _mixed_sources()
+    traditional.compile_chunk(encoded, "cpu")  # device tables are built and cached on a first call
+    counts = []
+    for copies in (1, 4):  # the same chunk shape but for B, and the same maxima that size the loops
+        with Calls() as calls:
+            chunk = traditional.compile_chunk(encoded * copies, "cpu")
+        counts.append(calls.count)
+        assert chunk.batch.ops.shape[0] == copies * len(encoded)
+    assert counts[0] == counts[1] > 1000
+
+
+def test_a_chunk_reads_the_device_once():
+    encoded = _mixed_sources()
     traditional.compile_chunk(encoded, "cpu")  # device tables are built and cached on a first call
     with HostReads() as seen:
         chunk = traditional.compile_chunk(encoded, "cpu")
     assert seen.reads == ["tolist"]  # lex's one read of five scalars that size later arrays and loops
-    assert chunk.batch.ops.shape[0] == len(sources)
+    assert chunk.batch.ops.shape[0] == len(encoded)
