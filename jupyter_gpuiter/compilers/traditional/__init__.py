@@ -242,10 +242,11 @@ def compile_batch(sources: Sequence[str], device=None, timings: dict | None = No
     return BatchResult(results, "traditional", batch=batch, timings=dict(timings or {}))
 
 
-def _assemble(batches, sizes, device, rechecked: dict) -> ProgramBatch:
+def _assemble(batches, sizes, device, rechecked: dict | None = None) -> ProgramBatch:
     """One ProgramBatch on the device, rows in the caller's order (sources over the size limit are
     `too-large` rows, `rechecked` rows the serial compiler's results)."""
     device = torch.device(device or "cpu")
+    rechecked = rechecked or {}
     B = len(sizes)
     again = ProgramBatch.from_results(list(rechecked.values()), device) if rechecked else None
     N = max([c.batch.ops.shape[1] for _, c in batches] + [again.ops.shape[1] if again else 1])

@@ -1,0 +1,36 @@
+"""The measurement scripts still run: scripts/gpu-check.sh calls chunk-sweep.py and op-costs.py on a lent GPU,
+a visit too rare and short to find out there that one of them broke. Here they run on the CPU at toy sizes."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(*args: str) -> str:
+    r = subprocess.run([sys.executable, *args], check=False, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stdout
+
+
+def test_chunk_sweep_compares_settings_and_splits_the_fastest_by_pass():
+    out = run("scripts/chunk-sweep.py", "--n", "96", "--repeats", "1", "--settings", "12:21,17:21")
+    rows = [line for line in out.splitlines() if "programs/s" in line]
+    assert len(rows) == 2 and all(line.endswith("same batch") for line in rows)
+    assert int(rows[0].split()[2]) > int(rows[1].split()[2])  # 2^12-cell chunks: more of them
+    assert "per pass at" in out and "codegen" in out
+
+
+def test_op_costs_prints_a_cost_per_operation():
+    out = run("scripts/op-costs.py", "--rows", "20", "--cols", "16", "--threads", "1")
+    header, rows = out.splitlines()[1], out.splitlines()[2:]
+    assert header.split()[-3:] == ["int64", "int32", "int16"]
+    assert len(rows) > 10 and all(float(row.split()[-1]) > 0 for row in rows), out
+
+
+def test_gpu_check_is_valid_bash_and_names_existing_scripts():
+    script = (ROOT / "scripts" / "gpu-check.sh").read_text()
+    subprocess.run(["bash", "-n", str(ROOT / "scripts" / "gpu-check.sh")], check=True)
+    for name in ("chunk-sweep.py", "op-costs.py"):
+        assert f"scripts/{name}" in script and (ROOT / "scripts" / name).is_file()
