@@ -234,10 +234,13 @@ def test_pass_timings_are_reported():
 @pytest.mark.gpu
 def test_cuda_agrees_with_serial():
     sources = generate.generate_batch(2000, 21)
-    sources += [m for m, _ in generate.mutate_batch(sources, 22)] + VALID + [s for s, _ in INVALID]
+    sources += [m for m, _ in generate.mutate_batch(sources, 22)] + VALID + [s for s, _ in INVALID] + COLLIDING
     got = assert_agree(sources, device="cuda")
     assert got == compile_batch(sources, mode="traditional", device="cpu").canonical()
     assert torch.cuda.is_available()
+    batches, _ = traditional.compile_to_batches(sources, "cuda")  # exact.py's int16 scatter_add on the device
+    flagged = sorted(sel[j] for sel, c in batches for j in torch.nonzero(c.recheck).flatten().tolist())
+    assert flagged == [len(sources) - len(COLLIDING) + i for i in range(4)]
 
 
 @pytest.mark.slow
