@@ -35,16 +35,24 @@ class Calls(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
+def _moves(args, kwargs) -> bool:
+    return "device" in kwargs or any(isinstance(a, (str, torch.device)) for a in args[1:])
+
+
 class HostReads(TorchFunctionMode):
-    """Records the host reads made under it, by name, in order."""
+    """Records the host reads made under it, by name, in order; and the uploads (tensors made from Python
+    values, or moved to a device), which on CUDA wait for the queued work as a read does."""
 
     def __init__(self):
         super().__init__()
         self.reads: list[str] = []
+        self.uploads: list[str] = []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
+        if name in ("tensor", "as_tensor") or name in ("to", "cuda") and _moves(args, kwargs):
+            self.uploads.append(name)
         if (name in READS
                 or name in ("__getitem__", "__setitem__") and _bool_index(args)  # a mask's count sizes the result
                 or name == "where" and len(args) + len(kwargs) == 1
@@ -62,6 +70,16 @@ def test_each_kind_of_host_read_is_recorded(read):
     with HostReads() as seen:
         read(x)
     assert seen.reads
+
+
+@pytest.mark.parametrize("upload", [lambda x: torch.tensor([1, 2]), lambda x: torch.as_tensor(3, device=x.device),
+                                    lambda x: x.to("cpu"), lambda x: x.to(device=x.device, dtype=torch.int32)])
+def test_each_kind_of_upload_is_recorded(upload):
+    x = torch.arange(5)
+    with HostReads() as seen:
+        upload(x)
+        x.to(torch.int16)  # a conversion moves nothing
+    assert len(seen.uploads) == 1
 
 
 def _mixed_sources() -> list[bytes]:
@@ -89,4 +107,5 @@ def test_a_chunk_reads_the_device_once():
     with HostReads() as seen:
         chunk = traditional.compile_chunk(encoded, "cpu")
     assert seen.reads == ["tolist"]  # lex's one read of five scalars that size later arrays and loops
+    assert seen.uploads == ["to", "to"]  # pack's bytes and lengths; tables were uploaded by the first call
     assert chunk.batch.ops.shape[0] == len(encoded)

@@ -92,6 +92,16 @@ def message_for(msg_id: int, source: str = "", line: int = 0, col: int = 0) -> s
     return f"'{name}': {text}"
 
 
+_LEX_KIND_CODES: dict = {}
+
+
+def _lex_kind_codes(device) -> torch.Tensor:
+    """LEX_KIND_CODES on `device`, uploaded once (an upload per chunk would be a sync on CUDA)."""
+    if device not in _LEX_KIND_CODES:
+        _LEX_KIND_CODES[device] = torch.tensor(LEX_KIND_CODES, device=device)
+    return _LEX_KIND_CODES[device]
+
+
 def _sync(device):
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize(device)
@@ -132,7 +142,7 @@ def compile_chunk(sources: Sequence[str | bytes], device, timings: dict | None =
         tk = lex(data, lengths, max_tokens, has_cr)
         t0 = tick("lex", t0)
         st = check(tk, (tk.lex_error == 0) & ~tk.truncated)
-        lex_kind = torch.tensor(LEX_KIND_CODES, device=tk.kind.device)[tk.lex_error]
+        lex_kind = _lex_kind_codes(tk.kind.device)[tk.lex_error]
         lex_key = error_key(tk.lex_line, tk.lex_col, -1, lex_kind, LEX_MSG_BASE + tk.lex_error)
         b_error = torch.where(tk.lex_error != 0, torch.minimum(lex_key, st.error), st.error)
         t0 = tick("rules", t0)

@@ -95,7 +95,9 @@ class FirstError:
 
     def add_rows(self, mask: torch.Tensor, key) -> None:
         """Record a per-program error [B] (a key or one key for all rows) where `mask`."""
-        self._key = torch.where(mask, torch.minimum(self._key, torch.as_tensor(key, device=self._key.device)), self._key)
+        # an int key is a clamp bound: made a tensor, it would be an upload, and on CUDA a sync
+        capped = self._key.clamp(max=key) if isinstance(key, int) else torch.minimum(self._key, key)
+        self._key = torch.where(mask, capped, self._key)
 
 
 def eq(x: torch.Tensor, c) -> torch.Tensor:
