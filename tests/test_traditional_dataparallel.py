@@ -39,6 +39,21 @@ def _moves(args, kwargs) -> bool:
     return "device" in kwargs or any(isinstance(a, (str, torch.device)) for a in args[1:])
 
 
+class IndexDtypes(TorchFunctionMode):
+    """Records the index dtype of every gather and scatter made under it."""
+
+    def __init__(self):
+        super().__init__()
+        self.dtypes: set = set()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if getattr(func, "__name__", "").startswith(("gather", "scatter")):
+            index = kwargs.get("index", args[2] if len(args) > 2 else None)
+            self.dtypes.add(index.dtype if isinstance(index, torch.Tensor) else None)
+        return func(*args, **kwargs)
+
+
 class HostReads(TorchFunctionMode):
     """Records the host reads made under it, by name, in order; and the uploads (tensors made from Python
     values, or moved to a device), which on CUDA wait for the queued work as a read does."""
@@ -109,3 +124,11 @@ def test_a_chunk_reads_the_device_once():
     assert seen.reads == ["tolist"]  # lex's one read of five scalars that size later arrays and loops
     assert seen.uploads == ["to", "to"]  # pack's bytes and lengths; tables were uploaded by the first call
     assert chunk.batch.ops.shape[0] == len(encoded)
+
+
+def test_gathers_and_scatters_index_by_int64():
+    """The CUDA torch of a lent device (2.11) may predate int32 indices there (index_select always took them)."""
+    encoded = _mixed_sources()
+    with IndexDtypes() as seen:
+        traditional.compile_chunk(encoded, "cpu")
+    assert seen.dtypes == {torch.int64}
