@@ -62,6 +62,9 @@ def main() -> None:
     for low, high in settings:
         configure(dev, low, high)
         batches, sizes = compile_once(sources, dev)  # warm-up at this shape
+        if dev.type == "cuda":
+            del batches
+            torch.cuda.reset_peak_memory_stats(dev)
         times = []
         for _ in range(args.repeats):
             t0 = time.perf_counter()
@@ -74,6 +77,10 @@ def main() -> None:
         same = all(torch.equal(a, b) for a, b in zip(reference, got))
         print(f"  2^{low}:2^{high} cells  {len(batches):4d} chunks  {seconds * 1e3:9.1f} ms  "
               f"{args.n / seconds:12,.0f} programs/s  {'same batch' if same else 'DIFFERENT BATCH'}")
+        if dev.type == "cuda":  # checks BYTES_PER_CELL (measured on a CPU) against the device's allocator
+            peak, cells = torch.cuda.max_memory_allocated(dev), max(c.data.numel() for _, c in batches)
+            print(f"      peak {peak / 1e9:.2f} GB allocated, {peak / cells:.0f} bytes a cell of the largest chunk "
+                  f"({cells:,} cells; the peak also holds the finished chunks' batches)")
         if not same:
             raise SystemExit(f"setting {low}:{high} changed the compiled batch")
         if best is None or seconds < best[0]:
