@@ -24,7 +24,7 @@ fi
 } > "$OUT/machine.txt" 2>&1
 # Worst case of the timeouts below: 7.9 minutes.
 # GPU-marked tests (differential traditional-vs-serial on CUDA, ...)
-timeout 140 "$PY" -m pytest -q -m gpu -p no:cacheprovider $(grep -l "mark.gpu" tests/test_*.py) > "$OUT/gpu-tests.txt" 2>&1
+timeout 130 "$PY" -m pytest -q -m gpu -p no:cacheprovider $(grep -l "mark.gpu" tests/test_*.py) > "$OUT/gpu-tests.txt" 2>&1
 echo "gpu tests exit $?" >> "$OUT/gpu-tests.txt"
 bench() {  # bench NAME TIMEOUT SUITE ARGS...: one suite, its JSON under $OUT/NAME, its output in $OUT/bench-NAME.txt
   local name=$1 limit=$2
@@ -34,9 +34,11 @@ bench() {  # bench NAME TIMEOUT SUITE ARGS...: one suite, its JSON under $OUT/NA
 bench compile-4096 45 compile --n 4096
 # programs/s on a GPU-sized batch by chunk size (no serial run: 65,536 programs cost it ~40 s), per pass
 timeout 75 "$PY" -u scripts/chunk-sweep.py --device cuda --n 65536 --repeats 2 > "$OUT/chunk-sweep.txt" 2>&1
+# where a chunk's time goes on the device, and whether the device waits for the host's launches
+timeout 20 "$PY" -u scripts/profile-compile.py --device cuda --n 8192 > "$OUT/profile-compile.txt" 2>&1
 bench vm 40 vm
 bench verify 40 verify
-bench neural 60 neural
+bench neural 50 neural
 bench peers 60 peers --iterations 5  # CuPy and nvcc join here; torch.compile costs ~1 s an edit
 # the per-op costs behind the passes, at a GPU-sized chunk (compare with the CPU table in docs/performance.md)
 timeout 15 "$PY" scripts/op-costs.py --device cuda --rows 8000 --cols 256 > "$OUT/op-costs.txt" 2>&1

@@ -29,8 +29,16 @@ def test_op_costs_prints_a_cost_per_operation():
     assert len(rows) > 10 and all(float(row.split()[-1]) > 0 for row in rows), out
 
 
+def test_profile_compile_prints_the_op_table():
+    out = run("scripts/profile-compile.py", "--n", "24", "--rows", "5")
+    head = out.splitlines()[0]
+    assert head.startswith("profile-compile: 24 generated programs on cpu, 1 chunks")
+    assert int(head.split(", ")[-1].split()[0].replace(",", "")) > 1000  # aten op calls
+    assert "Self CPU" in out and "aten::" in out
+
+
 def test_gpu_check_is_valid_bash_and_names_existing_scripts():
     script = (ROOT / "scripts" / "gpu-check.sh").read_text()
     subprocess.run(["bash", "-n", str(ROOT / "scripts" / "gpu-check.sh")], check=True)
-    for name in ("chunk-sweep.py", "op-costs.py"):
+    for name in ("chunk-sweep.py", "op-costs.py", "profile-compile.py"):
         assert f"scripts/{name}" in script and (ROOT / "scripts" / name).is_file()
