@@ -1,6 +1,7 @@
 """The measurement scripts still run: scripts/gpu-check.sh calls chunk-sweep.py and op-costs.py on a lent GPU,
 a visit too rare and short to find out there that one of them broke. Here they run on the CPU at toy sizes."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -42,3 +43,7 @@ def test_gpu_check_is_valid_bash_and_names_existing_scripts():
     subprocess.run(["bash", "-n", str(ROOT / "scripts" / "gpu-check.sh")], check=True)
     for name in ("chunk-sweep.py", "op-costs.py", "profile-compile.py"):
         assert f"scripts/{name}" in script and (ROOT / "scripts" / name).is_file()
+    # the visit fits its budget: every step's limit, `timeout N ...` or `bench NAME N ...`, adds up to under 8 minutes
+    limits = [int(n) for n in re.findall(r"^\s*(?:timeout|bench \S+) (\d+) ", script, re.MULTILINE)]
+    assert len(limits) >= 8 and sum(limits) < 8 * 60
+    assert f"{sum(limits) / 60:.1f} minutes" in script  # as its comment says
