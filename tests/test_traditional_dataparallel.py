@@ -1,7 +1,8 @@
 """The traditional compiler's passes are data-parallel (issue 3): no Python loop over programs, and no host
 synchronisation inside the pipeline but lex's one read. Both are checked on CPU tensors by TorchFunctionModes
 that see every tensor call made from Python: a loop over programs would make more calls for more programs,
-and a read (which costs nothing on a CPU, and a sync on CUDA) is recorded by name."""
+and a read or an upload (which cost nothing on a CPU, and a sync each on CUDA) is recorded by name. A third
+mode checks that every gather and scatter indexes by int64, as torch before 2.8 requires."""
 
 import pytest
 import torch
@@ -127,7 +128,7 @@ def test_a_chunk_reads_the_device_once():
 
 
 def test_gathers_and_scatters_index_by_int64():
-    """The CUDA torch of a lent device (2.11) may predate int32 indices there (index_select always took them)."""
+    """pyproject admits torch >= 2.1; int32 gather and scatter indices came in 2.8 (index_select always took them)."""
     encoded = _mixed_sources()
     with IndexDtypes() as seen:
         traditional.compile_chunk(encoded, "cpu")

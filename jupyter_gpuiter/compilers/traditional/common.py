@@ -86,7 +86,7 @@ class FirstError:
         """[B] the first error's key, NO_ERROR where none."""
         if self._gain is not None:
             first = first_true(self._gain.bool() & self._valid)
-            at = first.clamp(min=0).long()[:, None]  # (the CUDA torch of a lent device may gather by int64 only)
+            at = first.clamp(min=0).long()[:, None]  # (torch < 2.8 gathers by int64 indices only)
             place = self._line.gather(1, at)[:, 0] * _COL + self._col.gather(1, at)[:, 0]  # fits an int32
             key = place.long() * _AT + self._by_gain[self._gain.gather(1, at)[:, 0].long()]
             self._key = torch.minimum(self._key, torch.where(first >= 0, key, NO_ERROR))
