@@ -1,5 +1,6 @@
-"""The measurement scripts still run: scripts/gpu-check.sh calls chunk-sweep.py and op-costs.py on a lent GPU,
-a visit too rare and short to find out there that one of them broke. Here they run on the CPU at toy sizes."""
+"""The measurement scripts still run: scripts/gpu-check.sh calls chunk-sweep.py, profile-compile.py and op-costs.py
+on a lent GPU, a visit too rare and short to find out there that one of them broke. Here they run on the CPU at toy
+sizes."""
 
 import re
 import subprocess
