@@ -1,8 +1,8 @@
 """The traditional compiler's passes are data-parallel (issue 3): no Python loop over programs, and no host
-synchronisation inside the pipeline but lex's one read. Both are checked on CPU tensors by TorchFunctionModes
-that see every tensor call made from Python: a loop over programs would make more calls for more programs,
-and a read or an upload (which cost nothing on a CPU, and a sync each on CUDA) is recorded by name. A third
-mode checks that every gather and scatter indexes by int64, as torch before 2.8 requires."""
+synchronisation inside the pipeline but lex's one read. Both are checked on CPU tensors by a TorchFunctionMode
+that sees every tensor call made from Python: a loop over programs would make more calls for more programs,
+and a read or an upload (which cost nothing on a CPU, and a sync each on CUDA) is recorded by name. It also
+checks that every gather and scatter indexes by int64, as torch before 2.8 requires."""
 
 import pytest
 import torch
@@ -24,49 +24,26 @@ def _bool_index(args) -> bool:
     return any(isinstance(p, torch.Tensor) and p.dtype == torch.bool for p in parts)
 
 
-class Calls(TorchFunctionMode):
-    """Counts the tensor calls made under it."""
-
-    def __init__(self):
-        super().__init__()
-        self.count = 0
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.count += 1
-        return func(*args, **(kwargs or {}))
-
-
 def _moves(args, kwargs) -> bool:
     return "device" in kwargs or any(isinstance(a, (str, torch.device)) for a in args[1:])
 
 
-class IndexDtypes(TorchFunctionMode):
-    """Records the index dtype of every gather and scatter made under it."""
+class TensorCalls(TorchFunctionMode):
+    """Records the tensor calls made from Python under it: how many; the host reads, by name, in order; the
+    uploads (tensors made from Python values, or moved to a device), which on CUDA wait for the queued work
+    as a read does; and the index dtypes of gathers and scatters."""
 
     def __init__(self):
         super().__init__()
-        self.dtypes: set = set()
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if getattr(func, "__name__", "").startswith(("gather", "scatter")):
-            index = kwargs.get("index", args[2] if len(args) > 2 else None)
-            self.dtypes.add(index.dtype if isinstance(index, torch.Tensor) else None)
-        return func(*args, **kwargs)
-
-
-class HostReads(TorchFunctionMode):
-    """Records the host reads made under it, by name, in order; and the uploads (tensors made from Python
-    values, or moved to a device), which on CUDA wait for the queued work as a read does."""
-
-    def __init__(self):
-        super().__init__()
+        self.count = 0
         self.reads: list[str] = []
         self.uploads: list[str] = []
+        self.index_dtypes: set = set()
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
+        self.count += 1
         if name in ("tensor", "as_tensor") or name in ("to", "cuda") and _moves(args, kwargs):
             self.uploads.append(name)
         if (name in READS
@@ -74,6 +51,9 @@ class HostReads(TorchFunctionMode):
                 or name == "where" and len(args) + len(kwargs) == 1
                 or name == "repeat_interleave" and "output_size" not in kwargs):
             self.reads.append(name)
+        if name.startswith(("gather", "scatter")):
+            index = kwargs.get("index", args[2] if len(args) > 2 else None)
+            self.index_dtypes.add(index.dtype if isinstance(index, torch.Tensor) else None)
         return func(*args, **kwargs)
 
 
@@ -83,7 +63,7 @@ class HostReads(TorchFunctionMode):
     lambda x: x.repeat_interleave(x)])
 def test_each_kind_of_host_read_is_recorded(read):
     x = torch.arange(5)
-    with HostReads() as seen:
+    with TensorCalls() as seen:
         read(x)
     assert seen.reads
 
@@ -92,7 +72,7 @@ def test_each_kind_of_host_read_is_recorded(read):
                                     lambda x: x.to("cpu"), lambda x: x.to(device=x.device, dtype=torch.int32)])
 def test_each_kind_of_upload_is_recorded(upload):
     x = torch.arange(5)
-    with HostReads() as seen:
+    with TensorCalls() as seen:
         upload(x)
         x.to(torch.int16)  # a conversion moves nothing
     assert len(seen.uploads) == 1
@@ -110,7 +90,7 @@ def test_the_work_from_python_does_not_grow_with_the_programs():
     traditional.compile_chunk(encoded, "cpu")  # device tables are built and cached on a first call
     counts = []
     for copies in (1, 4):  # the same chunk shape but for B, and the same maxima that size the loops
-        with Calls() as calls:
+        with TensorCalls() as calls:
             chunk = traditional.compile_chunk(encoded * copies, "cpu")
         counts.append(calls.count)
         assert chunk.batch.ops.shape[0] == copies * len(encoded)
@@ -120,7 +100,7 @@ def test_the_work_from_python_does_not_grow_with_the_programs():
 def test_a_chunk_reads_the_device_once():
     encoded = _mixed_sources()
     traditional.compile_chunk(encoded, "cpu")  # device tables are built and cached on a first call
-    with HostReads() as seen:
+    with TensorCalls() as seen:
         chunk = traditional.compile_chunk(encoded, "cpu")
     assert seen.reads == ["tolist"]  # lex's one read of five scalars that size later arrays and loops
     assert seen.uploads == ["to", "to"]  # pack's bytes and lengths; tables were uploaded by the first call
@@ -130,6 +110,6 @@ def test_a_chunk_reads_the_device_once():
 def test_gathers_and_scatters_index_by_int64():
     """pyproject admits torch >= 2.1; int32 gather and scatter indices came in 2.8 (index_select always took them)."""
     encoded = _mixed_sources()
-    with IndexDtypes() as seen:
+    with TensorCalls() as seen:
         traditional.compile_chunk(encoded, "cpu")
-    assert seen.dtypes == {torch.int64}
+    assert seen.index_dtypes == {torch.int64}

@@ -13,6 +13,7 @@ finds that a hash collision misled a pass (crafted sources only).
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections.abc import Sequence
@@ -92,14 +93,10 @@ def message_for(msg_id: int, source: str = "", line: int = 0, col: int = 0) -> s
     return f"'{name}': {text}"
 
 
-_LEX_KIND_CODES: dict = {}
-
-
-def _lex_kind_codes(device) -> torch.Tensor:
+@functools.cache
+def _lex_kind_codes(device: torch.device) -> torch.Tensor:
     """LEX_KIND_CODES on `device`, uploaded once (an upload per chunk would be a sync on CUDA)."""
-    if device not in _LEX_KIND_CODES:
-        _LEX_KIND_CODES[device] = torch.tensor(LEX_KIND_CODES, device=device)
-    return _LEX_KIND_CODES[device]
+    return torch.tensor(LEX_KIND_CODES, device=device)
 
 
 def _sync(device):
