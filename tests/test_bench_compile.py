@@ -11,7 +11,7 @@ from jupyter_gpuiter.compilers.serial import compile_sources
 from jupyter_gpuiter.ir import Program
 from jupyter_gpuiter.lang.generate import generate_batch
 
-PASSES = ["pack", "lex", "rules", "parse", "semantic", "exact", "codegen"]
+PASSES = ["pack", "lex", "regroup", "rules", "parse", "semantic", "exact", "codegen"]
 
 
 def test_report_is_consistent_and_restores_threads(tmp_path, capsys):

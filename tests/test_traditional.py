@@ -8,6 +8,7 @@ same column unless it is a syntax error. The default run checks a fast subset; t
 import importlib
 import random
 
+import numpy as np
 import pytest
 import torch
 from edge_cases import INVALID, VALID
@@ -103,10 +104,21 @@ def test_short_programs_are_not_padded_to_the_long_ones(monkeypatch):
     monkeypatch.setattr(traditional, "MIN_CHUNK_CELLS", {"cpu": 1 << 12})
     batches, sizes = traditional.compile_to_batches(short + long)
     assert len(batches) >= 2
-    for rows, _ in batches:  # each chunk pads to its longest program: at most 1.1x its bytes, or small
-        cells = len(rows) * (max(sizes[rows]) + 1)
-        assert cells <= max(1 << 12, traditional.PAD_WASTE * sum(sizes[rows] + 1))
+    for rows, chunk in batches:  # each chunk pads its token arrays to its most tokens: at most 1.1x, or it is small
+        T = chunk.token_start.shape[1]
+        assert T == max(chunk.tokens) and len(chunk.tokens) == len(rows)
+        assert len(rows) * (max(sizes[rows]) + 1) <= 1 << 12 or len(rows) * T <= traditional.PAD_WASTE * sum(chunk.tokens)
     assert_agree(short + long)
+
+
+def test_lexing_chunks_pad_bytes_and_later_chunks_pad_tokens_at_most_pad_waste():
+    sizes = np.array([10, 11, 12, 40, 41, 44, 90, 95, 99])
+    tokens = {i: t for i, t in enumerate([3, 9, 4, 12, 30, 13, 31, 33, 14])}
+    by_bytes = traditional._split(list(range(9)), sizes + 1, sizes + 1, 10**6, 0)
+    assert by_bytes == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
+    order = sorted(range(9), key=tokens.get)
+    assert traditional._split(order, sizes + 1, tokens, 10**6, 0) == [[0], [2], [1], [3, 5, 8], [4, 6, 7]]
+    assert traditional._split(order, sizes + 1, tokens, 250, 0)[-2:] == [[4, 6], [7]]  # 3 rows of up to 96 bytes: 288
 
 
 @pytest.mark.parametrize("source", [

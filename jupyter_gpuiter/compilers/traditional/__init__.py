@@ -31,7 +31,7 @@ from . import dfa
 from .codegen import codegen
 from .common import NO_ERROR, decode_keys, error_key
 from .exact import collisions
-from .lex import lex
+from .lex import Tokens, lex, regroup
 from .pack import encode, pack
 from .parse import parse
 from .rules import MESSAGES as RULE_MESSAGES
@@ -39,7 +39,7 @@ from .rules import check
 from .semantic import MESSAGES as SEM_MESSAGES
 from .semantic import MSG_BASE, analyse
 
-PASSES = ("pack", "lex", "rules", "parse", "semantic", "exact", "codegen")
+PASSES = ("pack", "lex", "regroup", "rules", "parse", "semantic", "exact", "codegen")
 LEX_MSG_BASE = 64
 LEX_KIND_CODES = [KIND_CODES[dfa.LEX_ERRORS[c][0]] if c else 0 for c in range(len(dfa.LEX_ERRORS) + 1)]
 #: byte cells (programs x padded length) per chunk at most, on a CPU. A chunk's memory peaks at 225-410
@@ -56,6 +56,9 @@ CUDA_CHUNK_CELLS = 1 << 24
 #: so it prefers fewer, larger chunks (the CUDA figures are not measured yet: scripts/chunk-sweep.py).
 MIN_CHUNK_CELLS = {"cpu": 1 << 17, "cuda": 1 << 22}
 PAD_WASTE = 1.1
+#: lexed chunks are held, to be regrouped by token count, until they make this many chunk budgets of cells
+#: (their Tokens hold ~40 bytes a cell, a tenth of a chunk's working memory)
+REGROUP_CHUNKS = 2
 
 
 def chunk_cells(device: torch.device) -> int:
@@ -116,50 +119,68 @@ class Chunk:
     token_end: torch.Tensor  # [B, T]
     data: torch.Tensor  # normalised bytes [B, L + 1]
     recheck: torch.Tensor  # [B] rows a hash collision misled: the serial compiler's to compile
+    tokens: list[int]  # tokens of each row (host-side: lex read them): the token arrays are [B, max(tokens)]
+
+
+class _Ticks:
+    """Per-pass wall times into `timings` (the device synchronised at each tick), or nothing when it is None."""
+
+    def __init__(self, timings: dict | None, device):
+        self.timings, self.device, self.t0 = timings, device, time.perf_counter()
+
+    def __call__(self, name: str) -> None:
+        if self.timings is not None:
+            _sync(self.device)
+            now = time.perf_counter()
+            self.timings[name] = self.timings.get(name, 0.0) + now - self.t0
+            self.t0 = now
 
 
 def compile_chunk(sources: Sequence[str | bytes], device, timings: dict | None = None) -> Chunk:
     """One chunk of sources (str, or bytes from pack.encode) through all passes."""
+    return _token_passes(_lex_chunk(sources, device, timings), device, timings)
 
-    t = timings if timings is not None else {}
 
-    def tick(name, t0):
-        if timings is not None:
-            _sync(device)
-            t[name] = t.get(name, 0.0) + time.perf_counter() - t0
-        return time.perf_counter()
-
+def _lex_chunk(sources: Sequence[str | bytes], device, timings: dict | None = None) -> Tokens:
+    """pack and lex: one chunk's Tokens (their row counts on the host too: lex's one read)."""
+    tick = _Ticks(timings, device)
     # no autograd bookkeeping: the passes run ~10% faster on a CPU (bench compile, 2 threads)
     with torch.inference_mode():
-        t0 = time.perf_counter()
         data, lengths = pack(sources, device)
-        t0 = tick("pack", t0)
+        tick("pack")
         max_tokens = min(data.shape[1] + 1, 2 * spec.MAX_TOKENS + 2)
         has_cr = any((b"\r" if isinstance(s, bytes) else "\r") in s for s in sources)  # host-side: no sync
         tk = lex(data, lengths, max_tokens, has_cr)
-        t0 = tick("lex", t0)
+        tick("lex")
+    return tk
+
+
+def _token_passes(tk: Tokens, device, timings: dict | None = None) -> Chunk:
+    """rules to codegen over one chunk's Tokens."""
+    tick = _Ticks(timings, device)
+    with torch.inference_mode():
         st = check(tk, (tk.lex_error == 0) & ~tk.truncated)
         lex_kind = _lex_kind_codes(tk.kind.device)[tk.lex_error]
         lex_key = error_key(tk.lex_line, tk.lex_col, -1, lex_kind, LEX_MSG_BASE + tk.lex_error)
         b_error = torch.where(tk.lex_error != 0, torch.minimum(lex_key, st.error), st.error)
-        t0 = tick("rules", t0)
+        tick("rules")
         tr = parse(tk, st, b_error == NO_ERROR)
-        t0 = tick("parse", t0)
+        tick("parse")
         sm = analyse(tk, st, tr)
         error = torch.where(b_error != NO_ERROR, b_error, sm.error)
-        t0 = tick("semantic", t0)
+        tick("semantic")
         recheck = collisions(tk, st, sm)
-        t0 = tick("exact", t0)
+        tick("exact")
         ok = error == NO_ERROR
         # invalid rows as ProgramBatch.from_results packs them: all padding, no instructions, no parameters
         ops, args, imm, imm_tok, n_inst = codegen(tk, tr, sm, ok)
         err, msg = decode_keys(error)
         err = torch.where(ok[:, None], 0, err).to(torch.int32)
-        tick("codegen", t0)
+        tick("codegen")
     # inference tensors cannot be updated in place outside inference mode (as _fix_slow_numbers and a
     # batch's users may): the batch leaves as ordinary tensors, a copy of its few MB
     batch = ProgramBatch(ops.clone(), args.clone(), imm.clone(), n_inst.clone(), sm.n_params * ok, err.clone())
-    return Chunk(batch, msg, imm_tok, tk.start, tk.end, tk.data_padded, recheck)
+    return Chunk(batch, msg, imm_tok, tk.start, tk.end, tk.data_padded, recheck, tk.row_tokens)
 
 
 def _fix_slow_numbers(chunk: Chunk, imms: list, lengths: list[int], error: list) -> None:
@@ -186,30 +207,76 @@ def _fix_slow_numbers(chunk: Chunk, imms: list, lengths: list[int], error: list)
         values, dtype=torch.float64, device=dev)
 
 
+def _split(order: list[int], width, height, max_cells: int, min_cells: int) -> list[list[int]]:
+    """`order` (rows sorted by height) cut into chunks: a chunk's cells (its rows times the widest's width) stay
+    within max_cells, and past min_cells it closes where padding its rows to the next one's height would make
+    them PAD_WASTE times their heights."""
+    chunks, start = [], 0
+    while start < len(order):
+        stop, used, widest = start + 1, int(height[order[start]]), int(width[order[start]])
+        while stop < len(order):
+            i = order[stop]
+            n, h = stop - start + 1, int(height[i])
+            cells = n * max(widest, int(width[i]))
+            if cells > max_cells or (cells > min_cells and n * h > PAD_WASTE * (used + h)):
+                break
+            used, widest, stop = used + h, max(widest, int(width[i])), stop + 1
+        chunks.append(order[start:stop])
+        start = stop
+    return chunks
+
+
 def compile_to_batches(sources: list[str], device=None, timings: dict | None = None):
     """The device part: per chunk (indices into `sources`, Chunk). Sources over the size limit are left
-    out (compile_batch reports them)."""
+    out (compile_batch reports them).
+
+    Sources are lexed in chunks of similar byte length (lex's arrays are [B, L]), then regrouped by token
+    count for the later passes (their arrays are [B, T]: rows of one byte length differ in tokens by ±30%,
+    and sorted by bytes alone 29% of the token cells are padding). Lexed chunks are held until
+    REGROUP_CHUNKS chunk budgets' worth of cells, which bounds the memory."""
     device = torch.device(device or "cpu")
     encoded = [encode(s) for s in sources]
     sizes = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+    width = sizes + 1
     order = [i for i in np.argsort(sizes, kind="stable").tolist() if sizes[i] <= spec.MAX_SOURCE_BYTES]
-    batches = []
-    start = 0
     max_cells = chunk_cells(device)
     min_cells = min(MIN_CHUNK_CELLS.get(device.type, max_cells), max_cells)
-    while start < len(order):
-        stop, used = start + 1, int(sizes[order[start]]) + 1
-        while stop < len(order):
-            width = int(sizes[order[stop]]) + 1
-            cells = (stop - start + 1) * width
-            if cells > max_cells or (cells > min_cells and cells > PAD_WASTE * (used + width)):
-                break
-            used += width
-            stop += 1
-        sel = order[start:stop]
-        batches.append((sel, compile_chunk([encoded[i] for i in sel], device, timings)))
-        start = stop
+    batches, lexed, held = [], [], 0
+    byte_chunks = _split(order, width, width, max_cells, min_cells)
+    for k, sel in enumerate(byte_chunks):
+        lexed.append((sel, _lex_chunk([encoded[i] for i in sel], device, timings)))
+        held += len(sel) * int(width[sel[-1]])
+        if held >= REGROUP_CHUNKS * max_cells or k == len(byte_chunks) - 1:
+            batches += [(sel, _token_passes(tk, device, timings))
+                        for sel, tk in _regrouped(lexed, width, max_cells, min_cells, device, timings)]
+            lexed, held = [], 0
     return batches, sizes
+
+
+def _regrouped(lexed, width, max_cells: int, min_cells: int, device, timings):
+    """Lexed chunks' rows in new chunks of similar token counts, made one at a time as the caller asks for
+    them: (source indices, Tokens) per chunk."""
+    tick = _Ticks(timings, device)
+    rows = np.concatenate([np.asarray(sel, dtype=np.int64) for sel, _ in lexed])  # by bytes, so that ties
+    part_of, row_of, tokens = (np.zeros(len(width), dtype=np.int64) for _ in range(3))  # keep that order
+    for p, (sel, tk) in enumerate(lexed):
+        part_of[sel], row_of[sel], tokens[sel] = p, np.arange(len(sel)), tk.row_tokens
+    order = rows[np.argsort(tokens[rows], kind="stable")].tolist()
+    groups = _split(order, width, tokens, max_cells, min_cells)
+    tick("regroup")
+    for group in groups:
+        tick = _Ticks(timings, device)  # (the caller's passes run between the chunks)
+        g = np.asarray(group)
+        g = g[np.argsort(part_of[g], kind="stable")]  # by lexed chunk
+        parts, starts = np.unique(part_of[g], return_index=True)
+        if len(parts) == 1 and len(g) == len(lexed[parts[0]][0]):
+            sel, tk = lexed[parts[0]]  # a lexed chunk as it is
+        else:
+            with torch.inference_mode():
+                tk = regroup([(lexed[p][1], row_of[piece].tolist()) for p, piece in zip(parts, np.split(g, starts[1:]))])
+            sel = g.tolist()
+        tick("regroup")
+        yield sel, tk
 
 
 def compile_batch(sources: Sequence[str], device=None, timings: dict | None = None):

@@ -46,6 +46,5 @@ def collisions(tk: Tokens, st: Structure, sm: Semantics) -> torch.Tensor:
     per_byte.scatter_add_(1, at, add)
     pos = torch.arange(L, dtype=torch.int16, device=data.device)
     there = per_byte[:, :L].cumsum(1, dtype=torch.int16).add_(pos).long()
-    byte = data.to(torch.uint8)
-    differs = ne(byte.gather(1, there), byte).view(torch.uint8).amax(1)
+    differs = ne(data.gather(1, there), data).view(torch.uint8).amax(1)
     return (differs | length_differs).bool()

@@ -180,13 +180,59 @@ class Tokens:
     lex_error: torch.Tensor  # [B] lexical error code (dfa.E_*), 0 = none (int64)
     lex_line: torch.Tensor  # [B]
     lex_col: torch.Tensor  # [B]
-    data_padded: torch.Tensor  # normalised bytes [B, L + 1]
+    data_padded: torch.Tensor  # normalised bytes [B, L + 1] uint8
     lengths: torch.Tensor  # [B] of the normalised sources
-    hash_prefix: torch.Tensor  # [B, L + 1] int64 hash_prefix(data_padded), for hashes of other spans
+    indent_hash: torch.Tensor  # [B, T] int64 hash of the bytes from the token's line start to the token
     # maxima over the chunk, as ints, that bound later passes' loops
     longest_line: int  # tokens on one logical line, its NEWLINE not counted (of programs that may parse)
     most_lines: int  # NEWLINE tokens in one program
     deepest: int  # parens open at one byte (a `(` counts at its own)
+    row_tokens: list[int]  # count, read to the host with the maxima: how compile_to_batches regroups rows
+
+
+_TOKEN_FIELDS = ("kind", "start", "end", "line", "col", "line_start", "key", "hash", "indent_hash", "value",
+                 "slow_number", "prefix_bad")
+_ROW_FIELDS = ("count", "truncated", "lex_error", "lex_line", "lex_col", "lengths")
+
+
+def regroup(parts: list[tuple[Tokens, list[int]]]) -> Tokens:
+    """The Tokens of rows taken from other chunks' Tokens, in order: parts are (Tokens, row indices). Token
+    arrays keep the longest count's columns and byte arrays the widest row's, padded with zeros as lex pads
+    them; the loop bounds are the parts' maxima, bounds still. One index_select a field and part, written
+    in place; nothing uploaded but the row indices (pinned and asynchronous on CUDA)."""
+    first = parts[0][0]
+    device = first.kind.device
+    T = max(1, max(tk.row_tokens[r] for tk, rows in parts for r in rows))
+    B = sum(len(rows) for _, rows in parts)
+    idx = [_upload(rows, device) for _, rows in parts]
+
+    def rows_of(name: str, width: int | None) -> torch.Tensor:
+        ref = getattr(first, name)
+        out = torch.empty((B, *(() if width is None else (width,))), dtype=ref.dtype, device=device)
+        a = 0
+        for (tk, rows), i in zip(parts, idx):
+            src, b = getattr(tk, name), a + len(rows)
+            if width is None:
+                torch.index_select(src, 0, i, out=out[a:b])
+            else:
+                w = min(width, src.shape[1])
+                torch.index_select(src[:, :w], 0, i, out=out[a:b, :w])
+                out[a:b, w:] = 0
+            a = b
+        return out
+
+    fields = {name: rows_of(name, T) for name in _TOKEN_FIELDS}
+    fields.update({name: rows_of(name, None) for name in _ROW_FIELDS})
+    return Tokens(**fields, data_padded=rows_of("data_padded", max(tk.data_padded.shape[1] for tk, _ in parts)),
+                  longest_line=max(tk.longest_line for tk, _ in parts), most_lines=max(tk.most_lines for tk, _ in parts),
+                  deepest=max(tk.deepest for tk, _ in parts), row_tokens=[tk.row_tokens[r] for tk, rows in parts for r in rows])
+
+
+def _upload(rows: list[int], device) -> torch.Tensor:
+    index = torch.tensor(rows, dtype=torch.int64)
+    if device.type != "cuda":
+        return index.to(device)
+    return index.pin_memory().to(device, non_blocking=True)  # no wait for the queued work
 
 
 def normalize_newlines(data: torch.Tensor, lengths: torch.Tensor, width: int, has_cr: bool = True):
@@ -320,7 +366,7 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int, has_cr: bool
     line_tokens = since.amax(1) * ~(has_error | depth[:, -1].bool())
     sizes = [total.max(), (digits[:, -1] & _M14).max(), line_tokens.max().int(),  # a number has a digit
              newline.sum(1, dtype=torch.int16).max().int(), depth.amax().int()]
-    T, NT, longest_line, most_lines, deepest = torch.stack(sizes).tolist()
+    T, NT, longest_line, most_lines, deepest, *totals = torch.cat([torch.stack(sizes), total]).tolist()
     T, NT = max(1, min(T, max_tokens)), max(1, NT)
     slots = torch.zeros((B, T + 2), dtype=torch.int32, device=dev)
     slots.scatter_(1, (n_sel * selected).clamp_(max=T + 1).long(), pos.expand(B, L))  # slot 0 and T + 1 discard
@@ -361,13 +407,15 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int, has_cr: bool
     key = (head & take(t["byte_mask"], length.clamp(max=9))) | ((8 - length) >> 31)  # -1 past 8 bytes
     prefix = hash_prefix(b)
     tok_hash = _span_hash(prefix, start64, end64)
+    indent_hash = _span_hash(prefix, tok_line_start.long(), start64)  # (rules compares indentations by it)
     is_kw, kw_delta = _keyword_delta(key)
     kind += kw_delta * (is_kw & (kind == spec.TOK["name"]))
 
     prefix_bad = (kind == spec.TOK["string"]) & take(t["prefix_bad"], head & 0xFFFF)
     value, slow = _numbers(t, facts, digits, at_end, counts, kind == spec.TOK["number"], NT, start64, end64)
     return Tokens(kind, tok_start, tok_end, tok_line, tok_col, tok_line_start, key, tok_hash, value, slow, prefix_bad,
-                  count, truncated, code, lex_line, lex_col, b, lengths, prefix, longest_line, most_lines, deepest)
+                  count, truncated, code, lex_line, lex_col, b.to(torch.uint8), lengths, indent_hash, longest_line,
+                  most_lines, deepest, [min(n, T) for n in totals])
 
 
 def pack_key(word: str) -> int:

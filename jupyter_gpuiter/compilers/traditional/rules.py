@@ -30,7 +30,7 @@ from .common import (
     shift_right,
     take,
 )
-from .lex import Tokens, pack_key, span_hash
+from .lex import Tokens, pack_key
 
 K = spec.TOK
 MESSAGES = [
@@ -181,7 +181,7 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     # indentation, compared by length and a hash of the bytes between the line start and the first
     # token (exact.py compares the bytes of the lines taken as matching)
     indent_len = tk.start - tk.line_start
-    indent_hash = span_hash(tk.hash_prefix, tk.line_start, tk.start)
+    indent_hash = tk.indent_hash
     lid = line_id
     body_first = first_true(line_start_tok & eq(lid, 1))
     bi_len = gather(indent_len, body_first)
