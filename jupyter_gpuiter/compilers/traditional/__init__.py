@@ -1,14 +1,15 @@
 """The traditional compiler: every pass a data-parallel tensor program over a batch of sources.
 
-    sources --pack--> bytes [B, L] --lex--> tokens [B, T] --rules--> structure, first token-level error
-            --parse--> trees --semantic--> bindings, errors --exact--> rows a hash collision misled
-            --codegen--> ProgramBatch [B, N]
+    sources --pack--> bytes [B, L] --lex--> tokens [B, T] --regroup--> tokens [B', T']
+            --rules--> structure, first token-level error --parse--> trees --semantic--> bindings, errors
+            --exact--> rows a hash collision misled --codegen--> ProgramBatch [B, N]
 
 The same code runs on CPU and CUDA tensors. Inside a chunk there is no Python loop over programs;
-one read after lexing (five scalars) sizes the token arrays and the loops of later passes, and the
-results cross to the host once, at the end. Batches are sorted by length and split into chunks that
-fit a memory budget and waste little padding. The serial compiler recompiles the rows where exact.py
-finds that a hash collision misled a pass (crafted sources only).
+one read after lexing (five scalars and the rows' token counts) sizes the token arrays and the loops
+of later passes, and the results cross to the host once, at the end. Batches are sorted by length and
+split into chunks that fit a memory budget and waste little padding; lexed rows are then regrouped by
+token count for the later passes. The serial compiler recompiles the rows where exact.py finds that a
+hash collision misled a pass (crafted sources only).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ CUDA_CHUNK_CELLS = 1 << 24
 MIN_CHUNK_CELLS = {"cpu": 1 << 17, "cuda": 1 << 22}
 PAD_WASTE = 1.1
 #: lexed chunks are held, to be regrouped by token count, until they make this many chunk budgets of cells
-#: (their Tokens hold ~40 bytes a cell, a tenth of a chunk's working memory)
+#: (their Tokens hold ~30 bytes a cell, a thirteenth of a chunk's working memory of ~400)
 REGROUP_CHUNKS = 2
 
 

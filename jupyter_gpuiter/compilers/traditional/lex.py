@@ -4,7 +4,8 @@ The DFA of dfa.py runs over byte classes two bytes at a time: L/2 steps, each on
 table lookup over the batch (L <= 8 KiB by the language's limits); the odd positions follow in one
 vectorised lookup. Everything else is a few dozen O(B*L) tensor ops and O(B*T) ones after compaction,
 with no Python loop over programs and no host synchronisation but the one read that sizes T (and the
-number list, and the loops of parse and semantic): per-byte facts (token start, boundary, error,
+number list, and the loops of parse and semantic; it also brings each row's token count, by which
+compile_to_batches regroups rows, with `regroup`, for the later passes): per-byte facts (token start, boundary, error,
 escape, paren, newline, number digit and digit value) are one int16 table lookup on the transition
 index, counts are int16 or int32 prefix sums (one int64 one packs characters, newlines and number
 fields), positions int16 where they fit (L < 2^14) and signs read by shifts rather than comparisons,
