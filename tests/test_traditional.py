@@ -113,10 +113,10 @@ def test_short_programs_are_not_padded_to_the_long_ones(monkeypatch):
 
 def test_lexing_chunks_pad_bytes_and_later_chunks_pad_tokens_at_most_pad_waste():
     sizes = np.array([10, 11, 12, 40, 41, 44, 90, 95, 99])
-    tokens = {i: t for i, t in enumerate([3, 9, 4, 12, 30, 13, 31, 33, 14])}
+    tokens = np.array([3, 9, 4, 12, 30, 13, 31, 33, 14])
     by_bytes = traditional._split(list(range(9)), sizes + 1, sizes + 1, 10**6, 0)
     assert by_bytes == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
-    order = sorted(range(9), key=tokens.get)
+    order = np.argsort(tokens, kind="stable").tolist()
     assert traditional._split(order, sizes + 1, tokens, 10**6, 0) == [[0], [2], [1], [3, 5, 8], [4, 6, 7]]
     assert traditional._split(order, sizes + 1, tokens, 250, 0)[-2:] == [[4, 6], [7]]  # 3 rows of up to 96 bytes: 288
 
