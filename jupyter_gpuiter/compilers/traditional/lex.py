@@ -292,7 +292,7 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int, has_cr: bool
     if L >= 1 << 14:  # int16 positions (and twice them) must not wrap; compile_to_batches keeps L <= 8,194
         raise ValueError(f"lex takes rows of fewer than {(1 << 14) - 1} bytes, got {L0}")
     x, lengths = normalize_newlines(data, lengths, L + (L & 1), has_cr)  # the DFA's steps take an even width
-    b = (x.view(torch.int16)[:, 0:4 * L:4] & 255).long()
+    b = x.view(torch.uint8)[:, 0:8 * L:8].contiguous()  # the normalised bytes: each word's low byte (EOF: 0)
     # positions (int16 where they suffice: L < 2^14, and int16 ops cost a third of int32 ones; a
     # comparison to bool costs as much as ten, so signs are read by shifts)
     pos = torch.arange(L, dtype=torch.int32, device=dev)
@@ -415,7 +415,7 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int, has_cr: bool
     prefix_bad = (kind == spec.TOK["string"]) & take(t["prefix_bad"], head & 0xFFFF)
     value, slow = _numbers(t, facts, digits, at_end, counts, kind == spec.TOK["number"], NT, start64, end64)
     return Tokens(kind, tok_start, tok_end, tok_line, tok_col, tok_line_start, key, tok_hash, value, slow, prefix_bad,
-                  count, truncated, code, lex_line, lex_col, b.to(torch.uint8), lengths, indent_hash, longest_line,
+                  count, truncated, code, lex_line, lex_col, b, lengths, indent_hash, longest_line,
                   most_lines, deepest, [min(n, T) for n in totals])
 
 
