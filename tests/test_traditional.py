@@ -5,6 +5,7 @@ same column unless it is a syntax error. The default run checks a fast subset; t
 >=100,000 valid and >=100,000 mutated programs runs with `-m slow` (or --runslow).
 """
 
+import dataclasses
 import importlib
 import random
 
@@ -366,3 +367,29 @@ def test_sources_without_a_cr_skip_the_newline_compaction_to_the_same_tokens():
     for f in fields(full):
         a, b = getattr(full, f.name), getattr(short, f.name)
         assert torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b, f.name
+
+
+def test_regrouped_rows_equal_the_same_rows_lexed_together():
+    """regroup's Tokens are those lex makes of the same sources as one chunk, field by field (its loop bounds
+    are the parts' maxima: bounds, never below the chunk's own)."""
+    sources = [s.encode() for s in generate.generate_batch(60, 17) + [s for s, _ in INVALID]]
+    a = sources[:40] + [b"def f(x):\n    return x $ 1\n"]  # a lexical error
+    b = sources[40:] + [b'def f(x):\n    return "x\n', b"def f(x):\r\n    return x\r\n",
+                        b"def f(x):\n" + b"    y = x\n" * 30 + b"    return y\n"]
+    with torch.inference_mode():
+        lexed = [traditional._lex_chunk(part, "cpu") for part in (a, b)]
+        rows = ([5, 0, 40, 17, 3], [1, len(b) - 1, len(b) - 3, 8])  # out of order; the longest; lexical errors
+        chosen = [a[i] for i in rows[0]] + [b[i] for i in rows[1]]
+        got = traditional.regroup([(tk, r) for tk, r in zip(lexed, rows)], max(map(len, chosen)))
+        want = traditional._lex_chunk(chosen, "cpu")
+    for field in dataclasses.fields(want):
+        g, w = getattr(got, field.name), getattr(want, field.name)
+        if field.name in ("longest_line", "most_lines", "deepest"):
+            assert g >= w, field.name
+        elif field.name in ("lex_line", "lex_col"):  # (a place only where there is a lexical error)
+            errors = want.lex_error != 0
+            assert errors.any() and torch.equal(g[errors], w[errors]), field.name
+        elif isinstance(w, torch.Tensor):
+            assert g.dtype == w.dtype and torch.equal(g, w), field.name
+        else:
+            assert g == w, field.name

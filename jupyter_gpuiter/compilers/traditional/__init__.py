@@ -32,9 +32,10 @@ from . import dfa
 from .codegen import codegen
 from .common import NO_ERROR, decode_keys, error_key
 from .exact import collisions
-from .lex import Tokens, lex, regroup
+from .lex import Tokens, lex
 from .pack import encode, pack
 from .parse import parse
+from .regroup import regroup
 from .rules import MESSAGES as RULE_MESSAGES
 from .rules import check
 from .semantic import MESSAGES as SEM_MESSAGES
@@ -258,11 +259,11 @@ def _regrouped(lexed, width, max_cells: int, min_cells: int, device, timings):
     """Lexed chunks' rows in new chunks of similar token counts, made one at a time as the caller asks for
     them: (source indices, Tokens) per chunk."""
     tick = _Ticks(timings, device)
-    rows = np.concatenate([np.asarray(sel, dtype=np.int64) for sel, _ in lexed])  # by bytes, so that ties
-    part_of, row_of, tokens = (np.zeros(len(width), dtype=np.int64) for _ in range(3))  # keep that order
+    rows = np.concatenate([np.asarray(sel, dtype=np.int64) for sel, _ in lexed])
+    part_of, row_of, tokens = (np.zeros(len(width), dtype=np.int64) for _ in range(3))
     for p, (sel, tk) in enumerate(lexed):
         part_of[sel], row_of[sel], tokens[sel] = p, np.arange(len(sel)), tk.row_tokens
-    order = rows[np.argsort(tokens[rows], kind="stable")].tolist()
+    order = rows[np.argsort(tokens[rows], kind="stable")].tolist()  # ties keep the byte-length order
     groups = _split(order, width, tokens, max_cells, min_cells)
     tick("regroup")
     for group in groups:
@@ -274,7 +275,8 @@ def _regrouped(lexed, width, max_cells: int, min_cells: int, device, timings):
             sel, tk = lexed[parts[0]]  # a lexed chunk as it is
         else:
             with torch.inference_mode():
-                tk = regroup([(lexed[p][1], row_of[piece].tolist()) for p, piece in zip(parts, np.split(g, starts[1:]))])
+                pieces = zip(parts, np.split(g, starts[1:]))
+                tk = regroup([(lexed[p][1], row_of[piece].tolist()) for p, piece in pieces], int(width[g].max()) - 1)
             sel = g.tolist()
         tick("regroup")
         yield sel, tk

@@ -5,8 +5,8 @@ table lookup over the batch (L <= 8 KiB by the language's limits); the odd posit
 vectorised lookup. Everything else is a few dozen O(B*L) tensor ops and O(B*T) ones after compaction,
 with no Python loop over programs and no host synchronisation but the one read that sizes T (and the
 number list, and the loops of parse and semantic; it also brings each row's token count, by which
-compile_to_batches regroups rows, with `regroup`, for the later passes): per-byte facts (token start, boundary, error,
-escape, paren, newline, number digit and digit value) are one int16 table lookup on the transition
+regroup.py regroups rows for the later passes): per-byte facts (token start, boundary, error, escape,
+paren, newline, number digit and digit value) are one int16 table lookup on the transition
 index, counts are int16 or int32 prefix sums (one int64 one packs characters, newlines and number
 fields), positions int16 where they fit (L < 2^14) and signs read by shifts rather than comparisons,
 token ends come from one amax scatter per boundary stretch, line starts from a running maximum, and
@@ -189,51 +189,6 @@ class Tokens:
     most_lines: int  # NEWLINE tokens in one program
     deepest: int  # parens open at one byte (a `(` counts at its own)
     row_tokens: list[int]  # count, read to the host with the maxima: how compile_to_batches regroups rows
-
-
-_TOKEN_FIELDS = ("kind", "start", "end", "line", "col", "line_start", "key", "hash", "indent_hash", "value",
-                 "slow_number", "prefix_bad")
-_ROW_FIELDS = ("count", "truncated", "lex_error", "lex_line", "lex_col", "lengths")
-
-
-def regroup(parts: list[tuple[Tokens, list[int]]]) -> Tokens:
-    """The Tokens of rows taken from other chunks' Tokens, in order: parts are (Tokens, row indices). Token
-    arrays keep the longest count's columns and byte arrays the widest row's, padded with zeros as lex pads
-    them; the loop bounds are the parts' maxima, bounds still. One index_select a field and part, written
-    in place; nothing uploaded but the row indices (pinned and asynchronous on CUDA)."""
-    first = parts[0][0]
-    device = first.kind.device
-    T = max(1, max(tk.row_tokens[r] for tk, rows in parts for r in rows))
-    B = sum(len(rows) for _, rows in parts)
-    idx = [_upload(rows, device) for _, rows in parts]
-
-    def rows_of(name: str, width: int | None) -> torch.Tensor:
-        ref = getattr(first, name)
-        out = torch.empty((B, *(() if width is None else (width,))), dtype=ref.dtype, device=device)
-        a = 0
-        for (tk, rows), i in zip(parts, idx):
-            src, b = getattr(tk, name), a + len(rows)
-            if width is None:
-                torch.index_select(src, 0, i, out=out[a:b])
-            else:
-                w = min(width, src.shape[1])
-                torch.index_select(src[:, :w], 0, i, out=out[a:b, :w])
-                out[a:b, w:] = 0
-            a = b
-        return out
-
-    fields = {name: rows_of(name, T) for name in _TOKEN_FIELDS}
-    fields.update({name: rows_of(name, None) for name in _ROW_FIELDS})
-    return Tokens(**fields, data_padded=rows_of("data_padded", max(tk.data_padded.shape[1] for tk, _ in parts)),
-                  longest_line=max(tk.longest_line for tk, _ in parts), most_lines=max(tk.most_lines for tk, _ in parts),
-                  deepest=max(tk.deepest for tk, _ in parts), row_tokens=[tk.row_tokens[r] for tk, rows in parts for r in rows])
-
-
-def _upload(rows: list[int], device) -> torch.Tensor:
-    index = torch.tensor(rows, dtype=torch.int64)
-    if device.type != "cuda":
-        return index.to(device)
-    return index.pin_memory().to(device, non_blocking=True)  # no wait for the queued work
 
 
 def normalize_newlines(data: torch.Tensor, lengths: torch.Tensor, width: int, has_cr: bool = True):

@@ -1,4 +1,5 @@
-"""Pass 0 (host): sources -> one padded byte tensor [B, L] on the device. The only upload.
+"""Pass 0 (host): sources -> one padded byte tensor [B, L] on the device. The only upload of data (regroup.py
+uploads row indices).
 
 Cost: one UTF-8 encode per source (skipped for bytes), one C-speed pad per source, one join, one copy.
 Chunks are length-homogeneous (see compile_to_batches), so padding each source to the chunk's width
