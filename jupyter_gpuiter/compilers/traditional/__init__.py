@@ -249,8 +249,8 @@ def compile_to_batches(sources: list[str], device=None, timings: dict | None = N
         lexed.append((sel, _lex_chunk([encoded[i] for i in sel], device, timings)))
         held += len(sel) * int(width[sel[-1]])
         if held >= REGROUP_CHUNKS * max_cells or k == len(byte_chunks) - 1:
-            batches += [(sel, _token_passes(tk, device, timings))
-                        for sel, tk in _regrouped(lexed, width, max_cells, min_cells, device, timings)]
+            batches += [(rows, _token_passes(tk, device, timings))
+                        for rows, tk in _regrouped(lexed, width, max_cells, min_cells, device, timings)]
             lexed, held = [], 0
     return batches, sizes
 
