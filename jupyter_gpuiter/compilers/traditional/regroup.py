@@ -42,7 +42,8 @@ def regroup(parts: list[tuple[Tokens, list[int]]], most_bytes: int) -> Tokens:
             else:
                 w = min(width, src.shape[1])
                 torch.index_select(src[:, :w], 0, i, out=out[a:b, :w])
-                out[a:b, w:] = 0
+                if w < width:
+                    out[a:b, w:] = 0
             a = b
         return out
 
