@@ -8,13 +8,15 @@ import torch
 
 from jupyter_gpuiter.bench import compile as bench_compile
 from jupyter_gpuiter.compilers.serial import compile_sources
+from jupyter_gpuiter.compilers.traditional import workers
 from jupyter_gpuiter.ir import Program
 from jupyter_gpuiter.lang.generate import generate_batch
 
 PASSES = ["pack", "lex", "regroup", "rules", "parse", "semantic", "exact", "codegen"]
 
 
-def test_report_is_consistent_and_restores_threads(tmp_path, capsys):
+def test_report_is_consistent_and_restores_threads(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv(workers.ENV, "2")  # the batch shared out to two worker processes, as on a 2-core CPU
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
@@ -22,16 +24,19 @@ def test_report_is_consistent_and_restores_threads(tmp_path, capsys):
         assert torch.get_num_threads() == 2  # the one-thread row puts the thread count back
     finally:
         torch.set_num_threads(threads)
+        workers.shutdown()
     sources = generate_batch(48, 3)
     assert report["programs"] == 48 and report["bytes"] == sum(len(s.encode()) for s in sources)
     assert report["valid"] == sum(isinstance(r, Program) for r in compile_sources(sources)) == 48
     assert report["ratio_device_vs_serial"] == report["serial_s"] / report["traditional_device_s"]
     assert report["ratio_device_1thread_vs_serial"] == report["serial_s"] / report["traditional_device_1thread_s"]
+    assert report["workers"] == 2
+    assert report["ratio_device_1process_vs_serial"] == report["serial_s"] / report["traditional_device_1process_s"]
     assert list(report["passes_s"]) == PASSES and all(v > 0 for v in report["passes_s"].values())
     assert json.loads((tmp_path / "compile.json").read_text()) == json.loads(json.dumps(report))
     out = capsys.readouterr().out
-    assert "traditional, 1 thread, batch" in out and "(the rows above use 2 threads)" in out
-    assert out.count("x serial") == 3
+    assert "(2 worker processes)" in out and "in one process, 2 threads" in out and "in one process, 1 thread" in out
+    assert out.count("x serial") == 4
 
 
 def test_cli_writes_json(tmp_path):

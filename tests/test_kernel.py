@@ -276,6 +276,12 @@ def test_start_and_clean_shutdown(gpuiter_jupyter_path):
         assert status == "ok"
         proc = km.provisioner.process
         assert proc.pid == int(stdout(outputs))
+        # a kernel that has spawned the compiler's worker processes (its resident pool) still exits cleanly
+        status, outputs = run_cell(kc, "from jupyter_gpuiter.compilers import traditional\n"
+                                       "from jupyter_gpuiter.lang import generate\n"
+                                       "chunks, _ = traditional.compile_to_batches(generate.generate_batch(200, 1), workers=2)\n"
+                                       "print(all(c.literals is not None for _, c in chunks))", timeout=120)
+        assert status == "ok" and stdout(outputs).strip() == "True"
         msg_id = kc.shutdown()  # shutdown_request: the kernel answers, then exits by itself
         reply = kc.get_control_msg(timeout=60)
         assert reply["parent_header"]["msg_id"] == msg_id and reply["msg_type"] == "shutdown_reply"

@@ -1,0 +1,129 @@
+"""A CPU batch shared out to resident worker processes (compilers/traditional/workers.py) compiles to
+exactly what one process gives, and a broken or missing pool never loses a batch."""
+
+import operator
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from edge_cases import INVALID, VALID
+from test_traditional import COLLIDING
+
+from jupyter_gpuiter.compilers import traditional
+from jupyter_gpuiter.compilers.traditional import workers
+from jupyter_gpuiter.lang import generate, spec
+
+
+@pytest.fixture(autouse=True)
+def _no_pool_left():
+    workers.shutdown()
+    yield
+    workers.shutdown()
+
+
+def _sources():
+    sources = generate.generate_batch(700, 41)
+    return sources + [m for m, _ in generate.mutate_batch(sources, 42)] + VALID + [s for s, _ in INVALID] + COLLIDING
+
+
+def _pooled(batches) -> bool:
+    """Whether chunks came from worker processes: theirs bring the host's literals as text."""
+    kinds = {c.imm_token is None and c.literals is not None for _, c in batches}
+    assert len(kinds) == 1
+    return kinds.pop()
+
+
+def test_workers_compile_exactly_what_one_process_does():
+    sources = _sources()
+    timings = {}
+    pooled = traditional.compile_batch(sources, timings=timings, workers=2)
+    alone = traditional.compile_batch(sources, workers=1)
+    assert pooled.canonical() == alone.canonical()
+    assert pooled.batch.messages == alone.batch.messages
+    for name in ("ops", "args", "lengths", "n_params", "error"):
+        assert torch.equal(getattr(pooled.batch, name), getattr(alone.batch, name)), name
+    assert torch.equal(pooled.batch.imm.nan_to_num(7.5), alone.batch.imm.nan_to_num(7.5))
+    assert set(timings) == set(traditional.PASSES) and all(v > 0 for v in timings.values())
+    batches, sizes = traditional.compile_to_batches(sources, workers=2)
+    assert _pooled(batches)
+    rows = sorted(r for sel, _ in batches for r in sel)
+    assert rows == [i for i, n in enumerate(sizes) if n <= spec.MAX_SOURCE_BYTES]  # every source once
+    flagged = sorted(sel[j] for sel, c in batches for j in torch.nonzero(c.recheck).flatten().tolist())
+    assert flagged == [len(sources) - len(COLLIDING) + i for i in range(4)]  # the hash collisions, found in a worker
+
+
+def test_a_killed_worker_costs_one_call_in_process_and_the_next_starts_a_new_pool():
+    sources = generate.generate_batch(300, 43)
+    want = traditional.compile_batch(sources, workers=1).canonical()
+    pool = workers.pool(2)
+    victim = pool._procs[0]
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.wait(30)
+    batches, _ = traditional.compile_to_batches(sources, workers=2)
+    assert not _pooled(batches) and pool.broken
+    assert traditional.compile_batch(sources, workers=2).canonical() == want
+    assert workers.pool(2) is not pool and not workers.pool(2).broken
+
+
+def test_by_default_big_batches_wait_for_no_pool_and_small_ones_need_none(monkeypatch):
+    monkeypatch.setenv(workers.ENV, "2")
+    big = generate.generate_batch(1000, 44)
+    assert sum(len(s.encode()) for s in big) >= traditional.POOL_MIN_BYTES
+    small = big[:50]
+    first, _ = traditional.compile_to_batches(big)  # the pool starts meanwhile
+    assert not _pooled(first)
+    assert workers.pool(2).wait()
+    later, _ = traditional.compile_to_batches(big)
+    assert _pooled(later)
+    assert not _pooled(traditional.compile_to_batches(small)[0])
+    assert not _pooled(traditional.compile_to_batches(big, workers=1)[0])
+    monkeypatch.setenv(workers.ENV, "1")
+    assert not _pooled(traditional.compile_to_batches(big)[0])
+
+
+def test_default_workers_follow_the_environment_then_torch_threads(monkeypatch):
+    monkeypatch.setenv(workers.ENV, "3")
+    assert workers.default_workers() == 3
+    monkeypatch.setenv(workers.ENV, "many")
+    with pytest.raises(ValueError, match=workers.ENV):
+        workers.default_workers()
+    monkeypatch.delenv(workers.ENV)
+    assert 1 <= workers.default_workers() <= torch.get_num_threads()
+
+
+def test_workers_run_apart_from_the_callers_process_group_and_report_their_errors():
+    pool = workers.pool(2)
+    assert all(os.getpgid(p.pid) not in (os.getpgrp(), os.getpid()) for p in pool._procs)  # a kernel interrupt misses them
+    assert pool.map(operator.add, [(1, 2), (3, 4)]) == [3, 7]
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        pool.map(operator.truediv, [(1, 0)])
+    assert pool.map(operator.mul, [(6, 7)]) == [42] and not pool.broken  # a failing call leaves the pool usable
+
+
+def test_workers_never_outlive_their_parent(tmp_path):
+    script = ("from jupyter_gpuiter.compilers.traditional import workers\n"
+              "print(*[p.pid for p in workers.pool(2)._procs], flush=True)\n"
+              "import time; time.sleep(600)\n")
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(p) for p in parent.stdout.readline().split()]
+        assert len(pids) == 2 and all(_alive(p) for p in pids)
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 60  # a liveness bound, not a timing
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in pids)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"  # a zombie has exited
+    except FileNotFoundError:
+        return False
