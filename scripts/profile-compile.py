@@ -12,6 +12,7 @@ larger chunks or fewer launches; a busy one is limited by the kernels themselves
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import torch
@@ -22,6 +23,7 @@ from jupyter_gpuiter.lang import generate
 
 
 def main() -> None:
+    os.environ.setdefault("GPUITER_COMPILE_WORKERS", "1")  # the passes in this process, not in workers
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--n", type=int, default=2000)
