@@ -310,13 +310,16 @@ def _compile_part(encoded: list[bytes], max_cells: int) -> tuple[list, dict]:
 
 def _arrays(chunk: Chunk) -> dict:
     """A Chunk's fields with numpy arrays for tensors: what crosses from a worker process. The tensors
-    that locate the host's literals stay behind (a third of the bytes): their text crosses instead."""
+    that locate the host's literals stay behind (a third of the bytes): their text crosses instead; and
+    the instructions are cut to the longest program's (codegen sizes them by tokens: ~4x as wide)."""
     chunk.host_literals()
     chunk.imm_token = chunk.token_start = chunk.token_end = chunk.data = None
     out = {f.name: getattr(chunk, f.name) for f in fields(Chunk)}
     b = out.pop("batch")
     out = {k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in out.items()}
+    n = max(1, int(b.lengths.max())) if len(b.lengths) else 1
     out["batch"] = {f.name: getattr(b, f.name).numpy() for f in fields(ProgramBatch) if f.name != "messages"}
+    out["batch"].update(ops=b.ops[:, :n].numpy(), args=b.args[:, :n].numpy(), imm=b.imm[:, :n].numpy())
     return out
 
 
@@ -399,7 +402,9 @@ def _assemble(batches, sizes, device, rechecked: dict | None = None) -> ProgramB
     rechecked = rechecked or {}
     B = len(sizes)
     again = ProgramBatch.from_results(list(rechecked.values()), device) if rechecked else None
-    N = max([c.batch.ops.shape[1] for _, c in batches] + [again.ops.shape[1] if again else 1])
+    # as wide as the longest program (a chunk's arrays are sized by its tokens, ~4x wider)
+    longest = [int(c.batch.lengths.max()) for _, c in batches if len(c.batch.lengths)]
+    N = max(longest + [again.ops.shape[1] if again else 1, 1])
     ops = torch.full((B, N), -1, dtype=torch.int32, device=device)
     args = torch.full((B, N, 3), -1, dtype=torch.int32, device=device)
     imm = torch.zeros((B, N), dtype=torch.float64, device=device)
@@ -409,10 +414,10 @@ def _assemble(batches, sizes, device, rechecked: dict | None = None) -> ProgramB
     parts = [(sel, c.batch) for sel, c in batches] + ([(list(rechecked), again)] if again else [])
     for sel, b in parts:
         rows = torch.as_tensor(sel, device=device)
-        w = b.ops.shape[1]
+        w = min(b.ops.shape[1], N)
         if b is again:  # its rows hold their chunk's programs, which may be longer
             ops[rows], args[rows], imm[rows] = -1, -1, 0.0
-        ops[rows, :w], args[rows, :w], imm[rows, :w] = b.ops, b.args, b.imm
+        ops[rows, :w], args[rows, :w], imm[rows, :w] = b.ops[:, :w], b.args[:, :w], b.imm[:, :w]
         lengths[rows], n_params[rows], error[rows] = b.lengths, b.n_params, b.error
     return ProgramBatch(ops, args, imm, lengths, n_params, error)
 
