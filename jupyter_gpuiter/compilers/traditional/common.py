@@ -172,19 +172,6 @@ def gather(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     return x.gather(1, idx)
 
 
-def rows_base(B: int, width: int, device: torch.device) -> torch.Tensor:
-    """[B, 1] int32 offsets b * width of each row in a flat [B, width] array (B * width < 2^31)."""
-    return torch.arange(0, B * width, width, dtype=torch.int32, device=device)[:, None]
-
-
-def take_rows(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """x.gather(1, idx) for a contiguous x [B, W] and in-range indices [B, n] of any integer dtype: one
-    index_select on flat indices (idx + b * W). On one CPU thread (as a worker process runs) it takes half
-    the time of a gather with its int64 conversion; at two threads about the same."""
-    flat = idx + rows_base(x.shape[0], x.shape[1], x.device)
-    return x.view(-1).index_select(0, flat.view(-1)).view(idx.shape)
-
-
 def take(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     """table[idx] for a 1-D table and in-range indices (int32 or int64) of any shape: one
     index_select on the flattened indices, quicker than indexing or an expanded gather on a CPU."""

@@ -24,7 +24,7 @@ import torch
 
 from ...lang import spec
 from . import dfa
-from .common import BIG, perfect_hash, select, signed64, take, take_rows
+from .common import BIG, perfect_hash, select, signed64, take
 
 _TABLES: dict = {}
 # what a byte adds to the packed prefix count of lex (int64): characters (bits 0-13) and newlines (14-27) of
@@ -326,12 +326,15 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int, has_cr: bool
     T, NT = max(1, min(T, max_tokens)), max(1, NT)
     slots = torch.zeros((B, T + 2), dtype=torch.int32, device=dev)
     slots.scatter_(1, (n_sel * selected).clamp_(max=T + 1).long(), pos.expand(B, L))  # slot 0 and T + 1 discard
+    # (gathers take int64 indices: on two threads one conversion and gathers beat index_select)
     tok_start = slots[:, 1:T + 1].contiguous()
+    start64 = tok_start.long()
     count = total.clamp(max=T)
     truncated = total > T  # over the limits anyway; the end-of-file rules must not fire
     valid = torch.arange(T, dtype=torch.int32, device=dev) < count[:, None]
-    tok_end = take_rows(end_pos, tok_start).mul_(valid)  # a NEWLINE's byte is a stretch of its own
-    kind = take(t["token_kind"], take_rows(trans_all, (tok_end - 1).clamp_(min=0))) * valid
+    tok_end = end_pos.gather(1, start64).mul_(valid)  # a NEWLINE's byte is a stretch of its own
+    end64 = tok_end.long()
+    kind = take(t["token_kind"], trans.gather(1, (end64 - 1).clamp_(min=0))) * valid
 
     # counts over [0, i): characters, newlines, number fields
     counts = torch.zeros((B, L + 1), dtype=torch.int64, device=dev)
@@ -344,28 +347,28 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int, has_cr: bool
     # the fields read are in the low halves of counts' words: read as int32, at 2 * index
     low = counts.view(torch.int32)
 
-    def place(p, one):  # int32 (line, col, line start) of byte positions p (int32); 0, 0, 0 at p = 0 with one = 0
-        z = take_rows(low, p * 2)
-        ls = take_rows(line_at, p)
-        zl = take_rows(low, ls * 2)  # (int16: L < 2^14)
+    def place(p, one):  # int32 (line, col, line start) of byte positions p (int64); 0, 0, 0 at p = 0 with one = 0
+        z = low.gather(1, p * 2)
+        ls = line_at.gather(1, p)
+        zl = low.gather(1, (ls * 2).long())
         return ((z >> _Q_NL) & _M14) + one, ((z - zl) & _M14) + one, ls.int()
 
-    tok_line, tok_col, tok_line_start = place(tok_start, valid)  # padding starts at 0
-    lex_line, lex_col, _ = (v[:, 0] for v in place(rep.clamp(0, L - 1).int()[:, None], 1))
+    tok_line, tok_col, tok_line_start = place(start64, valid)  # padding starts at 0
+    lex_line, lex_col, _ = (v[:, 0] for v in place(rep.clamp(0, L - 1)[:, None], 1))
 
     # names: packed key (keyword and builtin lookups) and a hash of the full text (identity)
     length = tok_end - tok_start
     n8 = (L + 7) // 8
-    head = take_rows(_words(b), (tok_start & 7) * n8 + (tok_start >> 3))  # bytes start..start+7
+    head = _words(b).gather(1, ((tok_start & 7) * n8 + (tok_start >> 3)).long())  # bytes start..start+7
     key = (head & take(t["byte_mask"], length.clamp(max=9))) | ((8 - length) >> 31)  # -1 past 8 bytes
     prefix = hash_prefix(b)
-    tok_hash = _span_hash(prefix, tok_start, tok_end)
-    indent_hash = _span_hash(prefix, tok_line_start, tok_start)  # (rules compares indentations by it)
+    tok_hash = _span_hash(prefix, start64, end64)
+    indent_hash = _span_hash(prefix, tok_line_start.long(), start64)  # (rules compares indentations by it)
     is_kw, kw_delta = _keyword_delta(key)
     kind += kw_delta * (is_kw & (kind == spec.TOK["name"]))
 
     prefix_bad = (kind == spec.TOK["string"]) & take(t["prefix_bad"], head & 0xFFFF)
-    value, slow = _numbers(t, facts, digits, at_end, counts, kind == spec.TOK["number"], NT, tok_start, tok_end)
+    value, slow = _numbers(t, facts, digits, at_end, counts, kind == spec.TOK["number"], NT, start64, end64)
     return Tokens(kind, tok_start, tok_end, tok_line, tok_col, tok_line_start, key, tok_hash, value, slow, prefix_bad,
                   count, truncated, code, lex_line, lex_col, b, lengths, indent_hash, longest_line,
                   most_lines, deepest, [min(n, T) for n in totals])
@@ -437,9 +440,9 @@ def hash_prefix(b: torch.Tensor) -> torch.Tensor:
 
 
 def _span_hash(prefix: torch.Tensor, start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
-    """span_hash for spans inside the row (start, end [B, n], int32 or int64)."""
+    """span_hash for spans inside the row (start, end [B, n] int64)."""
     _, bw = _powers(prefix.shape[1], prefix.device)
-    h = (take_rows(prefix, end) - take_rows(prefix, start)) * take(bw, start)
+    h = (prefix.gather(1, end) - prefix.gather(1, start)) * take(bw, start)
     return h ^ (h >> 29)
 
 
@@ -448,7 +451,7 @@ def span_hash(prefix: torch.Tensor, start: torch.Tensor, end: torch.Tensor) -> t
     shifted back by P^-start, times the golden-ratio multiplier to spread short names over all 64 bits
     (users of the hash may keep only the top bits)."""
     L = prefix.shape[1] - 1
-    return _span_hash(prefix, start.clamp(0, L), end.clamp(0, L))
+    return _span_hash(prefix, start.clamp(0, L).long(), end.clamp(0, L).long())
 
 
 def _numbers(t, facts, digits, at_end, counts, is_number, NT, tok_start, tok_end):
@@ -478,11 +481,10 @@ def _numbers(t, facts, digits, at_end, counts, is_number, NT, tok_start, tok_end
     listed.scatter_(1, (n_num * is_number).long(), torch.arange(T, dtype=torch.int32, device=dev).expand(B, T))
     tok = listed[:, 1:].long()
     tok = torch.where(torch.arange(NT, device=dev) < n_num[:, -1:], tok, T)  # padding to a discarded slot
-    at = tok.clamp(max=T - 1)
-    start, end = take_rows(tok_start, at), take_rows(tok_end, at)
+    start, end = tok_start.gather(1, tok.clamp(max=T - 1)), tok_end.gather(1, tok.clamp(max=T - 1))
 
-    c = take_rows(counts, end) - take_rows(counts, start)
-    v = take_rows(weighted, end) - take_rows(weighted, start)
+    c = counts.gather(1, end) - counts.gather(1, start)
+    v = weighted.gather(1, end) - weighted.gather(1, start)
     exp = ((c >> _Q_MINUS) & 4095).clamp_(max=10)  # 2 * exponent digits + minus
     scale = take(t["exp_scale"], exp)
     m = v // scale

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import torch
 
 from ...lang import spec
-from .common import BIG, eq, first_true, ne, positions, rows_base, shift_left, shift_right, take
+from .common import BIG, eq, first_true, ne, positions, shift_left, shift_right, take
 from .lex import Tokens
 from .rules import OPERAND_END, Structure
 
@@ -204,16 +204,13 @@ def nearest_smaller(rbp: torch.Tensor, lbp: torch.Tensor, reach: int) -> tuple[t
         torch.minimum(a[:, :T + 1 - step], a[:, step:], out=tables[k, :, :T + 1 - step])
         tables[k, :, T + 1 - step:] = low
     below = torch.cat([rbp, lbp.flip(1)], 0).sub_(1)
-    # m as a flat int32 index into a level's [2B, T + 1] table (row * (T + 1) + column): one index_select a
-    # level, with no int64 index to convert (on one CPU thread twice as fast as a gather)
-    row_base = rows_base(2 * B, T + 1, rbp.device)
-    m = torch.arange(1, T + 1, dtype=torch.int32, device=rbp.device).add(row_base)
-    got = torch.empty_like(m)  # a buffer: no temporaries a level
+    m = torch.arange(1, T + 1, dtype=torch.int32, device=rbp.device).repeat(2 * B, 1)
+    idx = torch.empty(m.shape, dtype=torch.int64, device=m.device)  # buffers: no temporaries a level
+    got = torch.empty_like(m)
     for k in range(top, -1, -1):  # invariant: values[i + 1 : m] >= threshold[i]
-        torch.index_select(tables[k].view(-1), 0, m.view(-1), out=got.view(-1))
+        torch.gather(tables[k], 1, idx.copy_(m), out=got)
         m.sub_(torch.sub(below, got, out=got).bitwise_right_shift_(31), alpha=1 << k)
-    at = tables[0].view(-1).index_select(0, m.view(-1)).view(m.shape)
-    m.sub_(row_base)
+    at = tables[0].gather(1, idx.copy_(m))
     if 2 << top < T:  # a search may have stopped short of its value (at is not below the threshold): none
         missed = torch.sub(below, at, out=got).bitwise_right_shift_(31)
         torch.maximum(m, missed & T, out=m)
