@@ -23,6 +23,7 @@ handles, which cost a round trip per tensor.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import subprocess
 import sys
@@ -31,6 +32,11 @@ from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection, wait
 
 import torch
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no worker processes (default_workers), so no pipes to size
+    fcntl = None
 
 #: worker processes for big CPU batches: 0 or 1 compiles in-process (default: one per intra-op thread
 #: torch may use, at most MAX_WORKERS)
@@ -42,6 +48,8 @@ _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirnam
 def default_workers() -> int:
     """Processes a big CPU batch is shared out to: $GPUITER_COMPILE_WORKERS, else as many as torch's
     intra-op threads and the usable cores allow (1: in-process)."""
+    if os.name != "posix":  # the workers' pipes are passed as inherited file descriptors
+        return 1
     env = os.environ.get(ENV, "").strip()
     if env:
         try:
@@ -69,6 +77,9 @@ class WorkerPool:
                                     cwd=_PACKAGE_PARENT)  # (so that the package imported is this one)
             os.close(down_r)
             os.close(up_w)
+            for fd in (down_w, up_r):  # a chunk's results are megabytes: 1 MiB pipes (Linux) take fewer turns
+                with contextlib.suppress(AttributeError, OSError):  # (AttributeError: not Linux)
+                    fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 1 << 20)
             self._procs.append(proc)
             self._inbox.append(Connection(up_r, writable=False))
             self._outbox.append(Connection(down_w, readable=False))
@@ -107,7 +118,11 @@ class WorkerPool:
         try:
             for out, part in zip(self._outbox, parts):
                 out.send((fn, part))
-            replies = [inbox.recv() for inbox, _ in zip(self._inbox, parts)]
+            replies: dict = {}
+            while len(replies) < len(parts):  # as they come: a worker done first is not left blocked writing
+                for conn in wait([c for c in self._inbox[:len(parts)] if c not in replies]):
+                    replies[conn] = conn.recv()
+            replies = [replies[inbox] for inbox in self._inbox[:len(parts)]]
         except (EOFError, OSError):
             self.close()
             return None
