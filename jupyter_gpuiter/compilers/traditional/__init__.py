@@ -64,9 +64,10 @@ PAD_WASTE = 1.1
 #: (their Tokens hold ~30 bytes a cell, a thirteenth of a chunk's working memory of ~400)
 REGROUP_CHUNKS = 2
 #: a CPU batch of this many source bytes or more is shared out to the resident worker processes once
-#: they have started (workers.py); below it, halves pad more and the round trip costs what they save
-#: (on the 2-core CPU: even at ~100 KB, 1.25x faster at ~430 KB, 1.3x at 1.75 MB)
-POOL_MIN_BYTES = 1 << 18
+#: they have started (workers.py); below it, halves pad more and the round trip costs what they save.
+#: Two workers against one process on the 2-core CPU (`gpuiter bench compile --n 256|512|1024|4096`):
+#: even at 0.11 MB, 1.20x at 0.22 MB, 1.34x at 0.43 MB, 1.27x at 1.75 MB
+POOL_MIN_BYTES = 1 << 17
 
 
 def chunk_cells(device: torch.device) -> int:

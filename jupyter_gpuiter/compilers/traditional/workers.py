@@ -2,7 +2,7 @@
 
 torch's intra-op threads split each operation, and the passes make many small ones (~10,000 a chunk
 over arrays of 10^4-10^5 cells): on the 2-core CPU two threads run them ~1.45x faster than one, while
-two processes of one thread, each compiling its own part of the batch, run ~1.9x faster
+two processes of one thread, each compiling its own part of the batch, run about 2x faster
 (docs/performance.md). Python threads cannot do it: the passes hold the GIL between operations.
 
 Each worker is a fresh interpreter (`_serve`: no inherited threads, CUDA state or kernel sockets) in a session of its own, so that a Jupyter interrupt (SIGINT to the kernel's process
