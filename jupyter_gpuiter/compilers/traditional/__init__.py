@@ -260,15 +260,19 @@ def compile_to_batches(sources: list[str], device=None, timings: dict | None = N
     On a CPU a batch may be shared out to resident worker processes (workers.py), each compiling every
     n-th source by length with its share of the memory budget: `workers` None shares a batch of
     POOL_MIN_BYTES or more out to workers.default_workers() processes once they have started (and
-    compiles in-process while they start); 1 compiles in-process; n >= 2 waits for n workers. timings
-    then add up the workers' times."""
+    compiles in-process while they start); 0 or 1 compiles in-process; n >= 2 waits for n workers.
+    timings then add up the workers' times."""
     device = torch.device(device or "cpu")
     encoded = [encode(s) for s in sources]
     sizes = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
     order = [i for i in np.argsort(sizes, kind="stable").tolist() if sizes[i] <= spec.MAX_SOURCE_BYTES]
     max_cells = chunk_cells(device)
-    n = 1 if device.type != "cpu" else workers or (
-        default_workers() if sum(sizes[order].tolist()) >= POOL_MIN_BYTES else 1)
+    if device.type != "cpu":
+        n = 1
+    elif workers is None:
+        n = default_workers() if sum(sizes[order].tolist()) >= POOL_MIN_BYTES else 1
+    else:
+        n = max(1, workers)
     running = worker_pool(n, wait=workers is not None) if n > 1 else None
     if running is not None:
         parts = [order[k::n] for k in range(n)]
@@ -277,9 +281,8 @@ def compile_to_batches(sources: list[str], device=None, timings: dict | None = N
             batches = []
             for part, (chunks, part_timings) in zip(parts, done):
                 batches += [([part[j] for j in rows], _chunk_of(arrays)) for rows, arrays in chunks]
-                for name, seconds in part_timings.items():
-                    if timings is not None:
-                        timings[name] = timings.get(name, 0.0) + seconds
+                for name, seconds in part_timings.items() if timings is not None else ():
+                    timings[name] = timings.get(name, 0.0) + seconds
             return batches, sizes
     return _batches(encoded, order, sizes + 1, device, max_cells, timings), sizes
 
