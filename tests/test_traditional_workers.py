@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -127,3 +128,39 @@ def _alive(pid: int) -> bool:
             return f.read().split(")")[-1].split()[0] != "Z"  # a zombie has exited
     except FileNotFoundError:
         return False
+
+
+def test_an_interrupt_while_waiting_ends_the_busy_workers_at_once():
+    pool = workers.pool(2)
+    procs = list(pool._procs)
+    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()  # Ctrl-C in a notebook
+    with pytest.raises(KeyboardInterrupt):
+        pool.map(time.sleep, [(300,), (300,)])  # not left to finish their five minutes
+    assert pool.broken and all(p.poll() is not None for p in procs)
+    assert traditional.compile_to_batches(generate.generate_batch(50, 45), workers=2)[0]  # a new pool
+
+
+def test_calls_from_two_threads_share_the_pool_or_compile_in_process():
+    batches = [generate.generate_batch(400, 46 + k) for k in range(2)]
+    want = [traditional.compile_batch(b, workers=1).canonical() for b in batches]
+    workers.pool(2)
+    got = [None, None]
+
+    def compile_one(k):
+        got[k] = traditional.compile_batch(batches[k], workers=2).canonical()
+
+    threads = [threading.Thread(target=compile_one, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert got == want
+
+
+def test_a_pool_busy_with_another_call_leaves_the_batch_to_the_caller():
+    sources = generate.generate_batch(300, 47)
+    pool = workers.pool(2)
+    with pool._busy:  # another thread's call in flight
+        batches, _ = traditional.compile_to_batches(sources, workers=2)
+    assert not _pooled(batches) and not pool.broken
+    assert _pooled(traditional.compile_to_batches(sources, workers=2)[0])

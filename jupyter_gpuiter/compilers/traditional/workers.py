@@ -27,6 +27,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection, wait
@@ -69,6 +70,7 @@ class WorkerPool:
         self._inbox: list[Connection] = []  # from each worker
         self._outbox: list[Connection] = []  # to each worker
         self._ready = [False] * workers
+        self._busy = threading.Lock()  # one call at a time: replies are read in order
         for _ in range(workers):
             down_r, down_w = os.pipe()
             up_r, up_w = os.pipe()
@@ -110,9 +112,18 @@ class WorkerPool:
 
     def map(self, fn: Callable, parts: Sequence[tuple]) -> list | None:
         """[fn(*part) for part in parts] with a worker each (at most `workers` parts; fn a module-level
-        function); None if the pool broke, which closes it. An error in fn is raised here."""
+        function). None when the pool is busy with another thread's call, or broke (which closes it):
+        the caller then does the work itself. An error in fn is raised here."""
         if len(parts) > self.workers:
             raise ValueError(f"{len(parts)} parts for {self.workers} workers")
+        if not self._busy.acquire(blocking=False):
+            return None
+        try:
+            return self._map(fn, parts)
+        finally:
+            self._busy.release()
+
+    def _map(self, fn: Callable, parts: Sequence[tuple]) -> list | None:
         if not self.wait():
             return None
         try:
@@ -124,22 +135,25 @@ class WorkerPool:
                     replies[conn] = conn.recv()
             replies = [replies[inbox] for inbox in self._inbox[:len(parts)]]
         except (EOFError, OSError):
-            self.close()
+            self.close(kill=True)
             return None
-        except BaseException:  # an interrupt: the replies still on their way would be read as the next call's
-            self.close()
+        except BaseException:  # an interrupt: the replies on their way would answer the next call, so the
+            self.close(kill=True)  # workers go at once (they hold nothing but their part)
             raise
         failed = [text for ok, text in replies if not ok]
         if failed:
             raise RuntimeError(f"a compile worker failed:\n{failed[0]}")
         return [value for _, value in replies]
 
-    def close(self) -> None:
-        """End the workers (they exit when their pipe closes; a stuck one is killed)."""
+    def close(self, kill: bool = False) -> None:
+        """End the workers: idle ones exit when their pipe closes (a stuck one is killed after 5 s);
+        kill=True ends busy ones at once."""
         self.broken = True
         for conn in self._outbox + self._inbox:
             conn.close()
         for proc in self._procs:
+            if kill:
+                proc.kill()
             try:
                 proc.wait(5)
             except subprocess.TimeoutExpired:
