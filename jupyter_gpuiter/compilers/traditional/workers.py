@@ -5,9 +5,10 @@ over arrays of 10^4-10^5 cells): on the 2-core CPU two threads run them ~1.45x f
 two processes of one thread, each compiling its own part of the batch, run about 2x faster
 (docs/performance.md). Python threads cannot do it: the passes hold the GIL between operations.
 
-Each worker is a fresh interpreter (`_serve`: no inherited threads, CUDA state or kernel sockets) in a session of its own, so that a Jupyter interrupt (SIGINT to the kernel's process
-group) does not kill it and ipykernel's shutdown, which ends its group's children one signal at a
-time, does not wait on it. It talks to the parent over two pipes with multiprocessing's Connection
+Each worker is a fresh interpreter (`_serve`: no inherited threads, CUDA state or kernel sockets) in
+a session of its own, so that a Jupyter interrupt (SIGINT to the kernel's process group) does not
+kill it and ipykernel's shutdown, which ends its group's children one signal at a time, does not
+wait on it. It talks to the parent over two pipes with multiprocessing's Connection
 (length-prefixed pickles) and exits when the parent's end closes, so it never outlives the parent.
 concurrent.futures' ProcessPoolExecutor was the first choice, but its queues' semaphores start
 multiprocessing's resource tracker, a child in the kernel's group that ignores SIGTERM: ipykernel
@@ -71,6 +72,7 @@ class WorkerPool:
         self._outbox: list[Connection] = []  # to each worker
         self._ready = [False] * workers
         self._busy = threading.Lock()  # one call at a time: replies are read in order
+        self._listening = threading.Lock()  # one thread reads the workers' "ready" at a time
         for _ in range(workers):
             down_r, down_w = os.pipe()
             up_r, up_w = os.pipe()
@@ -93,21 +95,27 @@ class WorkerPool:
             self._ready[self._inbox.index(conn)] = True
 
     def ready(self) -> bool:
-        """Whether every worker has started (imported the compiler); never blocks."""
-        if not self.broken:
-            try:
+        """Whether every worker has started (imported the compiler); never blocks (False while another
+        thread listens for the workers)."""
+        if not self._listening.acquire(blocking=False):
+            return False
+        try:
+            if not self.broken:
                 self._hear_ready(0)
-            except (EOFError, OSError):
-                self.close()
+        except (EOFError, OSError):
+            self.close()
+        finally:
+            self._listening.release()
         return not self.broken and all(self._ready)
 
     def wait(self) -> bool:
         """Block until every worker has started; False if the pool broke on the way."""
-        while not self.ready() and not self.broken:
-            try:
-                self._hear_ready(None)
-            except (EOFError, OSError):
-                self.close()
+        with self._listening:
+            while not self.broken and not all(self._ready):
+                try:
+                    self._hear_ready(None)
+                except (EOFError, OSError):
+                    self.close()
         return not self.broken
 
     def map(self, fn: Callable, parts: Sequence[tuple]) -> list | None:
