@@ -280,8 +280,11 @@ def test_start_and_clean_shutdown(gpuiter_jupyter_path):
         status, outputs = run_cell(kc, "from jupyter_gpuiter.compilers import traditional\n"
                                        "from jupyter_gpuiter.lang import generate\n"
                                        "chunks, _ = traditional.compile_to_batches(generate.generate_batch(200, 1), workers=2)\n"
-                                       "print(all(c.literals is not None for _, c in chunks))", timeout=120)
-        assert status == "ok" and stdout(outputs).strip() == "True"
+                                       "print(all(c.literals is not None for _, c in chunks))\n"
+                                       "import psutil  # ipykernel signals, one by one, the children in its process group\n"
+                                       "print(sum(os.getpgid(c.pid) == os.getpgrp() for c in psutil.Process().children(True)))",
+                                   timeout=120)
+        assert status == "ok" and stdout(outputs).split() == ["True", "0"]
         msg_id = kc.shutdown()  # shutdown_request: the kernel answers, then exits by itself
         reply = kc.get_control_msg(timeout=60)
         assert reply["parent_header"]["msg_id"] == msg_id and reply["msg_type"] == "shutdown_reply"
