@@ -273,7 +273,7 @@ def compile_to_batches(sources: list[str], device=None, timings: dict | None = N
         n = default_workers() if sum(sizes[order].tolist()) >= POOL_MIN_BYTES else 1
     else:
         n = max(1, workers)
-    running = worker_pool(n, wait=workers is not None) if n > 1 else None
+    running = worker_pool(n, wait=workers is not None) if 1 < n <= len(order) else None
     if running is not None:
         parts = [order[k::n] for k in range(n)]
         done = running.map(_compile_part, [([encoded[i] for i in part], max_cells // n) for part in parts])
