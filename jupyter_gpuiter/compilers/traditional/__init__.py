@@ -64,9 +64,10 @@ PAD_WASTE = 1.1
 #: (their Tokens hold ~30 bytes a cell, a thirteenth of a chunk's working memory of ~400)
 REGROUP_CHUNKS = 2
 #: a CPU batch of this many source bytes or more is shared out to the resident worker processes once
-#: they have started (workers.py); below it, halves pad more and the round trip costs what they save.
-#: Two workers against one process on the 2-core CPU (`gpuiter bench compile --n 256|512|1024|4096`):
-#: even at 0.11 MB, 1.20x at 0.22 MB, 1.34x at 0.43 MB, 1.27x at 1.75 MB
+#: they have started (workers.py). Two workers against one process on the 2-core CPU (`gpuiter bench
+#: compile --n 128|256|512|1024|4096`): 1.29x at 0.05 MB, even at 0.11 MB, 1.20x at 0.22 MB, 1.34x at
+#: 0.43 MB, 1.27x at 1.75 MB; small batches gain unevenly (halves pad more, the round trip is fixed)
+#: and little in absolute terms, so they stay in-process
 POOL_MIN_BYTES = 1 << 17
 
 
