@@ -44,7 +44,7 @@ def same_outputs(ra, rb) -> list[str]:
 
 def main() -> None:
     # both in this process (worker processes run the same passes, one thread each: `--threads 1`)
-    os.environ.setdefault("GPUITER_COMPILE_WORKERS", "1")
+    os.environ["GPUITER_COMPILE_WORKERS"] = "1"
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("base")
     ap.add_argument("new")

@@ -46,7 +46,7 @@ def fields(batch) -> list[torch.Tensor]:
 
 
 def main() -> None:
-    os.environ.setdefault("GPUITER_COMPILE_WORKERS", "1")  # chunks as this process makes them, not workers
+    os.environ["GPUITER_COMPILE_WORKERS"] = "1"  # chunks as this process makes them, not workers
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--n", type=int, default=16384)

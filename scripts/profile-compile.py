@@ -23,7 +23,7 @@ from jupyter_gpuiter.lang import generate
 
 
 def main() -> None:
-    os.environ.setdefault("GPUITER_COMPILE_WORKERS", "1")  # the passes in this process, not in workers
+    os.environ["GPUITER_COMPILE_WORKERS"] = "1"  # the passes in this process, not in workers
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--n", type=int, default=2000)

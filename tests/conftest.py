@@ -15,6 +15,11 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["OMP_NUM_THREADS"] = "1"
     torch.set_num_threads(1)
 
+# The traditional compiler would share big CPU batches out to worker processes, started in the
+# background on first use: tests choose that path explicitly (tests/test_traditional_workers.py), so
+# that which path a test takes never depends on the tests before it. Kernels the tests start inherit it.
+os.environ["GPUITER_COMPILE_WORKERS"] = "1"
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -144,3 +144,21 @@ INVALID += [
      "  x2 %= cosh(pow(True, a1))\n  return 0x7d ** (-a1 / x2)\n\n"),
      ("syntax", 11, None)),
 ]
+
+
+# Sources on which 64-bit polynomial hashes collide (the exact pass sends them to the serial compiler)
+def _thue_morse(n: int, pair: str) -> str:
+    """n characters of the Thue-Morse sequence over `pair`: for n = 1,024 the two spellings (pair and
+    its reverse) collide under every polynomial hash modulo 2^64 with an odd multiplier."""
+    return "".join(pair[i.bit_count() & 1] for i in range(n))
+
+
+TM_A, TM_B = _thue_morse(1024, "ab"), _thue_morse(1024, "ba")
+SPACES, TABS = _thue_morse(1024, " \t"), _thue_morse(1024, "\t ")
+COLLIDING = [
+    f"def f(x):\n    {TM_A} = x\n    return {TM_B}\n",  # TM_B is not defined
+    f"def f({TM_A}, {TM_B}):\n    return {TM_A} + {TM_B}\n",  # two parameters, not a duplicate
+    f"def f(x):\n    {TM_A} = x\n    {TM_B} = 2 * x\n    return {TM_B} + {TM_A}\n",  # two variables
+    f"def f(x):\n{SPACES}y = x\n{TABS}return y\n",  # the indentation does not match
+    f"def f(x):\n{SPACES}y = x\n{SPACES}return y\n",  # it does
+]

@@ -277,13 +277,14 @@ def test_start_and_clean_shutdown(gpuiter_jupyter_path):
         proc = km.provisioner.process
         assert proc.pid == int(stdout(outputs))
         # a kernel that has spawned the compiler's worker processes (its resident pool) still exits cleanly
-        status, outputs = run_cell(kc, "from jupyter_gpuiter.compilers import traditional\n"
-                                       "from jupyter_gpuiter.lang import generate\n"
-                                       "chunks, _ = traditional.compile_to_batches(generate.generate_batch(200, 1), workers=2)\n"
-                                       "print(all(c.literals is not None for _, c in chunks))\n"
-                                       "import psutil  # ipykernel signals, one by one, the children in its process group\n"
-                                       "print(sum(os.getpgid(c.pid) == os.getpgrp() for c in psutil.Process().children(True)))",
-                                   timeout=120)
+        # (ipykernel's shutdown signals, one by one, the children in its process group: there must be none)
+        cell = ("from jupyter_gpuiter.compilers import traditional\n"
+                "from jupyter_gpuiter.lang import generate\n"
+                "chunks, _ = traditional.compile_to_batches(generate.generate_batch(200, 1), workers=2)\n"
+                "print(all(c.literals is not None for _, c in chunks))\n"
+                "import psutil\n"
+                "print(sum(os.getpgid(c.pid) == os.getpgrp() for c in psutil.Process().children(True)))")
+        status, outputs = run_cell(kc, cell, timeout=120)
         assert status == "ok" and stdout(outputs).split() == ["True", "0"]
         msg_id = kc.shutdown()  # shutdown_request: the kernel answers, then exits by itself
         reply = kc.get_control_msg(timeout=60)

@@ -12,7 +12,7 @@ import random
 import numpy as np
 import pytest
 import torch
-from edge_cases import INVALID, VALID
+from edge_cases import COLLIDING, INVALID, TM_A, TM_B, VALID
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -309,26 +309,9 @@ def test_lex_refuses_rows_its_int16_positions_cannot_hold():
     assert not got[0].startswith("error") and got[2].startswith("error")
 
 
-def _thue_morse(n: int, pair: str) -> str:
-    """n characters of the Thue-Morse sequence over `pair`: for n = 1,024 the two spellings (pair and
-    its reverse) collide under every polynomial hash modulo 2^64 with an odd multiplier."""
-    return "".join(pair[i.bit_count() & 1] for i in range(n))
-
-
-A, B = _thue_morse(1024, "ab"), _thue_morse(1024, "ba")
-SPACES, TABS = _thue_morse(1024, " \t"), _thue_morse(1024, "\t ")
-COLLIDING = [
-    f"def f(x):\n    {A} = x\n    return {B}\n",  # B is not defined
-    f"def f({A}, {B}):\n    return {A} + {B}\n",  # two parameters, not a duplicate
-    f"def f(x):\n    {A} = x\n    {B} = 2 * x\n    return {B} + {A}\n",  # two variables
-    f"def f(x):\n{SPACES}y = x\n{TABS}return y\n",  # the indentation does not match
-    f"def f(x):\n{SPACES}y = x\n{SPACES}return y\n",  # it does
-]
-
-
 def test_hash_collisions_are_caught_and_compiled_serially():
     lex_module = importlib.import_module("jupyter_gpuiter.compilers.traditional.lex")  # (the package's `lex` is the function)
-    prefix = lex_module.hash_prefix(torch.tensor([list(A.encode()), list(B.encode())]))
+    prefix = lex_module.hash_prefix(torch.tensor([list(TM_A.encode()), list(TM_B.encode())]))
     spans = torch.tensor([[0], [0]], dtype=torch.int32), torch.tensor([[1024], [1024]], dtype=torch.int32)
     h = lex_module.span_hash(prefix, *spans)
     assert h[0, 0] == h[1, 0]  # the names do collide, so the passes alone would take them as one

@@ -11,8 +11,7 @@ import time
 
 import pytest
 import torch
-from edge_cases import INVALID, VALID
-from test_traditional import COLLIDING
+from edge_cases import COLLIDING, INVALID, VALID
 
 from jupyter_gpuiter.compilers import traditional
 from jupyter_gpuiter.compilers.traditional import workers
@@ -20,8 +19,9 @@ from jupyter_gpuiter.lang import generate, spec
 
 
 @pytest.fixture(autouse=True)
-def _no_pool_left():
+def _no_pool_left(monkeypatch):
     workers.shutdown()
+    monkeypatch.setattr(workers, "_START_FAILED", False)
     yield
     workers.shutdown()
 
@@ -98,7 +98,8 @@ def test_default_workers_follow_the_environment_then_torch_threads(monkeypatch):
 
 def test_workers_run_apart_from_the_callers_process_group_and_report_their_errors():
     pool = workers.pool(2)
-    assert all(os.getpgid(p.pid) not in (os.getpgrp(), os.getpid()) for p in pool._procs)  # a kernel interrupt misses them
+    # a kernel interrupt (SIGINT to the kernel's process group) misses them
+    assert all(os.getpgid(p.pid) not in (os.getpgrp(), os.getpid()) for p in pool._procs)
     assert pool.map(operator.add, [(1, 2), (3, 4)]) == [3, 7]
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):
         pool.map(operator.truediv, [(1, 0)])
@@ -133,14 +134,18 @@ def _alive(pid: int) -> bool:
 def test_an_interrupt_while_waiting_ends_the_busy_workers_at_once():
     pool = workers.pool(2)
     procs = list(pool._procs)
-    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()  # Ctrl-C in a notebook
-    with pytest.raises(KeyboardInterrupt):
-        pool.map(time.sleep, [(300,), (300,)])  # not left to finish their five minutes
+    ctrl_c = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))  # Ctrl-C in a notebook
+    ctrl_c.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            pool.map(time.sleep, [(300,), (300,)])  # not left to finish their five minutes
+    finally:
+        ctrl_c.cancel()
     assert pool.broken and all(p.poll() is not None for p in procs)
     assert traditional.compile_to_batches(generate.generate_batch(50, 45), workers=2)[0]  # a new pool
 
 
-def test_calls_from_two_threads_share_the_pool_or_compile_in_process():
+def test_calls_from_two_threads_at_once_get_their_own_results():
     batches = [generate.generate_batch(400, 46 + k) for k in range(2)]
     want = [traditional.compile_batch(b, workers=1).canonical() for b in batches]
     workers.pool(2)
@@ -164,3 +169,45 @@ def test_a_pool_busy_with_another_call_leaves_the_batch_to_the_caller():
         batches, _ = traditional.compile_to_batches(sources, workers=2)
     assert not _pooled(batches) and not pool.broken
     assert _pooled(traditional.compile_to_batches(sources, workers=2)[0])
+
+
+def test_a_pool_that_cannot_start_leaves_batches_in_process_and_no_descriptors_behind(monkeypatch):
+    real_popen, spawned = subprocess.Popen, []
+
+    def popen_once(*args, **kwargs):  # the second worker cannot be spawned (say, out of processes)
+        if spawned:
+            raise OSError("no more processes")
+        spawned.append(real_popen(*args, **kwargs))
+        return spawned[-1]
+
+    monkeypatch.setattr(workers.subprocess, "Popen", popen_once)
+    monkeypatch.setenv(workers.ENV, "2")
+    fds = len(os.listdir("/proc/self/fd"))
+    sources = generate.generate_batch(1000, 48)
+    batches, _ = traditional.compile_to_batches(sources, workers=2)
+    assert not _pooled(batches) and spawned[0].wait(30) is not None  # the one spawned is ended
+    assert len(os.listdir("/proc/self/fd")) == fds
+    assert not _pooled(traditional.compile_to_batches(sources)[0]) and workers._POOL is None  # not tried again
+    assert traditional.compile_batch(sources, workers=2).canonical() == traditional.compile_batch(
+        sources, workers=1).canonical()
+
+
+def test_a_pool_in_use_is_not_replaced_under_its_caller():
+    pool = workers.pool(2)
+    got = []
+    call = threading.Thread(target=lambda: got.append(pool.map(time.sleep, [(2,), (2,)])))
+    call.start()
+    time.sleep(0.5)
+    assert workers.pool(3) is None  # another size is asked for while the call is in flight: not now
+    call.join(60)
+    assert got == [[None, None]] and not pool.broken
+    assert workers.pool(3) is not pool and workers.pool(3).workers == 3
+
+
+def test_a_forked_child_leaves_the_pool_to_its_parent():
+    pool = workers.pool(2)
+    child = os.fork()
+    if child == 0:  # the child must neither use nor close its parent's workers
+        os._exit(0 if workers._POOL is None and pool.broken and not pool._procs else 1)
+    assert os.waitpid(child, 0)[1] == 0
+    assert pool.map(operator.add, [(1, 2), (3, 4)]) == [3, 7] and not pool.broken

@@ -6,6 +6,7 @@ import torch
 
 from ..compilers import traditional
 from ..compilers.serial import compile_sources
+from ..compilers.traditional import workers
 from ..lang.generate import generate_batch
 from ..runtime.device import resolve
 from .common import machine, timed, write_json
@@ -24,16 +25,17 @@ def run(n: int = 4096, seed: int = 0, device=None, repeats: int = 3, json_path: 
             torch.cuda.synchronize(dev)
 
     traditional.compile_batch(sources[:64], device=dev)  # warm-up: tables, allocator
-    # on a CPU, the batch shared out to resident worker processes (started here, outside the timings) as
-    # compile_to_batches does by default for batches this big, and the same in one process
-    workers = traditional.default_workers() if dev.type == "cpu" else 1
-    if workers > 1 and traditional.worker_pool(workers) is None:
-        workers = 1  # the pool broke while starting
+    # on a CPU, the batch shared out to resident worker processes (started here, outside the timings), as
+    # compile_to_batches does by default from POOL_MIN_BYTES (here whatever n is), and the same in one process
+    n_workers = workers.default_workers() if dev.type == "cpu" else 1
+    if n_workers > 1 and workers.pool(n_workers) is None:
+        n_workers = 1  # no pool could start
     serial_s, _, _ = timed(serial, repeats)
-    device_s, _, batches = timed(lambda: traditional.compile_to_batches(sources, dev, workers=workers)[0], repeats, sync)
-    full_s, _, result = timed(lambda: traditional.compile_batch(sources, device=dev, workers=workers), repeats)
+    device_s, _, batches = timed(lambda: traditional.compile_to_batches(sources, dev, workers=n_workers)[0], repeats,
+                                 sync)
+    full_s, _, result = timed(lambda: traditional.compile_batch(sources, device=dev, workers=n_workers), repeats)
     one_process_s = one_thread_s = None
-    if workers > 1:
+    if n_workers > 1:
         one_process_s, _, _ = timed(lambda: traditional.compile_to_batches(sources, dev, workers=1)[0], repeats)
     threads = torch.get_num_threads()
     if dev.type == "cpu" and threads > 1:  # per core: serial runs on one, the tensor passes on all of them
@@ -43,11 +45,11 @@ def run(n: int = 4096, seed: int = 0, device=None, repeats: int = 3, json_path: 
         finally:
             torch.set_num_threads(threads)
     passes: dict[str, float] = {}
-    traditional.compile_to_batches(sources, dev, timings=passes, workers=workers)
+    traditional.compile_to_batches(sources, dev, timings=passes, workers=n_workers)
     ok = result.n_ok
     report = {
         "suite": "compile", "programs": n, "bytes": n_bytes, "seed": seed, "valid": ok, "machine": machine(dev),
-        "workers": workers,
+        "workers": n_workers,
         "serial_s": serial_s, "traditional_device_s": device_s, "traditional_end_to_end_s": full_s,
         "serial_programs_per_s": n / serial_s, "traditional_device_programs_per_s": n / device_s,
         "traditional_end_to_end_programs_per_s": n / full_s,
@@ -59,12 +61,12 @@ def run(n: int = 4096, seed: int = 0, device=None, repeats: int = 3, json_path: 
         "traditional_device_1thread_s": one_thread_s,
         "ratio_device_1thread_vs_serial": serial_s / one_thread_s if one_thread_s else None,
     }
-    shared = f" ({workers} worker processes)" if workers > 1 else ""
+    shared = f" ({n_workers} worker processes)" if n_workers > 1 else ""
     print(f"gpuiter bench compile: {n} generated programs, {n_bytes / 1e6:.2f} MB, {ok} valid, device {dev}{shared}")
 
     def row(label: str, seconds: float, ratio: bool = True) -> None:
-        print(f"  {label:<30}{seconds * 1e3:9.1f} ms  {n / seconds:12,.0f} programs/s {n_bytes / seconds / 1e6:7.2f} MB/s"
-              + (f"   {serial_s / seconds:6.2f}x serial" if ratio else ""))
+        print(f"  {label:<30}{seconds * 1e3:9.1f} ms  {n / seconds:12,.0f} programs/s "
+              f"{n_bytes / seconds / 1e6:7.2f} MB/s" + (f"   {serial_s / seconds:6.2f}x serial" if ratio else ""))
 
     row("serial (CPython ast)", serial_s, ratio=False)
     row("traditional, to ProgramBatch", device_s)
@@ -74,7 +76,8 @@ def run(n: int = 4096, seed: int = 0, device=None, repeats: int = 3, json_path: 
         row("  in one process, 1 thread", one_thread_s)
     row("traditional, to host Programs", full_s)
     total = sum(passes.values()) or 1.0
-    print(f"  per pass{' (summed over the workers)' if workers > 1 else ''}: " + ", ".join(f"{k} {v * 1e3:.0f} ms ({100 * v / total:.0f}%)" for k, v in passes.items()))
+    summed = " (summed over the workers)" if n_workers > 1 else ""
+    print(f"  per pass{summed}: " + ", ".join(f"{k} {v * 1e3:.0f} ms ({100 * v / total:.0f}%)" for k, v in passes.items()))
     if json_path:
         print(f"  wrote {write_json(report, json_path)}")
     return report

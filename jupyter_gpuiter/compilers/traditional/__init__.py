@@ -29,6 +29,7 @@ from ...lang.errors import KIND_BY_CODE, KIND_CODES, CompileError
 from ...lang.lexer import normalize_newlines, number_value
 from .. import serial
 from . import dfa
+from . import workers as worker_processes
 from .codegen import codegen
 from .common import NO_ERROR, decode_keys, error_key
 from .exact import collisions
@@ -40,8 +41,6 @@ from .rules import MESSAGES as RULE_MESSAGES
 from .rules import check
 from .semantic import MESSAGES as SEM_MESSAGES
 from .semantic import MSG_BASE, analyse
-from .workers import default_workers
-from .workers import pool as worker_pool
 
 PASSES = ("pack", "lex", "regroup", "rules", "parse", "semantic", "exact", "codegen")
 LEX_MSG_BASE = 64
@@ -261,29 +260,31 @@ def compile_to_batches(sources: list[str], device=None, timings: dict | None = N
     On a CPU a batch may be shared out to resident worker processes (workers.py), each compiling every
     n-th source by length with its share of the memory budget: `workers` None shares a batch of
     POOL_MIN_BYTES or more out to workers.default_workers() processes once they have started (and
-    compiles in-process while they start); 0 or 1 compiles in-process; n >= 2 waits for n workers.
-    timings then add up the workers' times."""
+    compiles in-process while they start); 0 or 1 compiles in-process; n >= 2 waits for n workers
+    (for batches of at least n sources). Whenever the workers cannot take the batch it is compiled
+    in-process. timings then add up the workers' times."""
     device = torch.device(device or "cpu")
     encoded = [encode(s) for s in sources]
     sizes = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
     order = [i for i in np.argsort(sizes, kind="stable").tolist() if sizes[i] <= spec.MAX_SOURCE_BYTES]
     max_cells = chunk_cells(device)
-    if device.type != "cpu":
+    if device.type != "cpu" or not worker_processes.available():
         n = 1
     elif workers is None:
-        n = default_workers() if sum(sizes[order].tolist()) >= POOL_MIN_BYTES else 1
+        n = worker_processes.default_workers() if sum(sizes[order].tolist()) >= POOL_MIN_BYTES else 1
     else:
-        n = max(1, workers)
-    running = worker_pool(n, wait=workers is not None) if 1 < n <= len(order) else None
-    if running is not None:
+        n = min(max(1, workers), worker_processes.MAX_WORKERS)
+    pool = worker_processes.pool(n, wait=workers is not None) if 1 < n <= len(order) else None
+    if pool is not None:
         parts = [order[k::n] for k in range(n)]
-        done = running.map(_compile_part, [([encoded[i] for i in part], max_cells // n) for part in parts])
-        if done is not None:  # (None: the pool broke, and the batch is compiled here)
+        replies = pool.map(_compile_part, [([encoded[i] for i in part], max_cells // n) for part in parts])
+        if replies is not None:  # (None: the pool could not take it)
             batches = []
-            for part, (chunks, part_timings) in zip(parts, done):
-                batches += [([part[j] for j in rows], _chunk_of(arrays)) for rows, arrays in chunks]
-                for name, seconds in part_timings.items() if timings is not None else ():
-                    timings[name] = timings.get(name, 0.0) + seconds
+            for part, (chunks, part_timings) in zip(parts, replies):
+                batches += [([part[j] for j in rows], _from_wire(wire)) for rows, wire in chunks]
+                if timings is not None:
+                    for name, seconds in part_timings.items():
+                        timings[name] = timings.get(name, 0.0) + seconds
             return batches, sizes
     return _batches(encoded, order, sizes + 1, device, max_cells, timings), sizes
 
@@ -306,33 +307,36 @@ def _batches(encoded: list[bytes], order: list[int], width, device, max_cells: i
 
 def _compile_part(encoded: list[bytes], max_cells: int) -> tuple[list, dict]:
     """A worker process's part of a batch (sources sorted by length, within the size limit): its chunks
-    as (rows of the part, arrays: _chunk_of), and its pass timings."""
+    as (rows of the part, _to_wire of the chunk), and its pass timings."""
     timings: dict = {}
     width = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)) + 1
     batches = _batches(encoded, list(range(len(encoded))), width, torch.device("cpu"), max_cells, timings)
-    return [(rows, _arrays(chunk)) for rows, chunk in batches], timings
+    return [(rows, _to_wire(chunk)) for rows, chunk in batches], timings
 
 
-def _arrays(chunk: Chunk) -> dict:
-    """A Chunk's fields with numpy arrays for tensors: what crosses from a worker process. The tensors
-    that locate the host's literals stay behind (a third of the bytes): their text crosses instead; and
-    the instructions are cut to the longest program's (codegen sizes them by tokens: ~4x as wide)."""
-    chunk.host_literals()
-    chunk.imm_token = chunk.token_start = chunk.token_end = chunk.data = None
-    out = {f.name: getattr(chunk, f.name) for f in fields(Chunk)}
-    b = out.pop("batch")
-    out = {k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in out.items()}
+_LOCATING = ("imm_token", "token_start", "token_end", "data")  # what host_literals reads
+
+
+def _to_wire(chunk: Chunk) -> dict:
+    """A Chunk as what crosses from a worker process: its fields with numpy arrays for tensors. The
+    tensors that locate the host's literals stay behind (a third of the bytes): their text crosses
+    instead; and the instructions are cut to the longest program's (codegen sizes them by tokens)."""
+    literals = chunk.host_literals()
+    wire = {f.name: getattr(chunk, f.name) for f in fields(Chunk) if f.name not in _LOCATING + ("batch",)}
+    wire = {k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in wire.items()}
+    wire["literals"] = literals
+    b = chunk.batch
     n = max(1, int(b.lengths.max())) if len(b.lengths) else 1
-    out["batch"] = {f.name: getattr(b, f.name).numpy() for f in fields(ProgramBatch) if f.name != "messages"}
-    out["batch"].update(ops=b.ops[:, :n].numpy(), args=b.args[:, :n].numpy(), imm=b.imm[:, :n].numpy())
-    return out
+    wire["batch"] = {f.name: getattr(b, f.name).numpy() for f in fields(ProgramBatch) if f.name != "messages"}
+    wire["batch"].update(ops=b.ops[:, :n].numpy(), args=b.args[:, :n].numpy(), imm=b.imm[:, :n].numpy())
+    return wire
 
 
-def _chunk_of(arrays: dict) -> Chunk:
-    """The Chunk of _arrays (on the CPU, sharing the arrays' memory)."""
-    batch = ProgramBatch(**{k: torch.from_numpy(v) for k, v in arrays["batch"].items()})
-    return Chunk(batch, **{k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v
-                           for k, v in arrays.items() if k != "batch"})
+def _from_wire(wire: dict) -> Chunk:
+    """The Chunk of _to_wire (on the CPU, sharing the arrays' memory)."""
+    batch = ProgramBatch(**{k: torch.from_numpy(v) for k, v in wire["batch"].items()})
+    rest = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in wire.items() if k != "batch"}
+    return Chunk(batch, **rest, **dict.fromkeys(_LOCATING))
 
 
 def _regrouped(lexed, width, max_cells: int, min_cells: int, device, timings):

@@ -1,24 +1,14 @@
 """Resident worker processes that share a big batch out over the CPU's cores (a GPU runs in-process).
 
-torch's intra-op threads split each operation, and the passes make many small ones (~10,000 a chunk
-over arrays of 10^4-10^5 cells): on the 2-core CPU two threads run them ~1.45x faster than one, while
-two processes of one thread, each compiling its own part of the batch, run about 2x faster
-(docs/performance.md). Python threads cannot do it: the passes hold the GIL between operations.
+torch's intra-op threads split each of the passes' many small operations, which made two cores only
+1.45x one; two processes of one thread, each compiling its own part of the batch, come close to 2x
+(docs/compiler.md, "Worker processes on a CPU", has the design and why it is not ProcessPoolExecutor).
 
-Each worker is a fresh interpreter (`_serve`: no inherited threads, CUDA state or kernel sockets) in
-a session of its own, so that a Jupyter interrupt (SIGINT to the kernel's process group) does not
-kill it and ipykernel's shutdown, which ends its group's children one signal at a time, does not
-wait on it. It talks to the parent over two pipes with multiprocessing's Connection
-(length-prefixed pickles) and exits when the parent's end closes, so it never outlives the parent.
-concurrent.futures' ProcessPoolExecutor was the first choice, but its queues' semaphores start
-multiprocessing's resource tracker, a child in the kernel's group that ignores SIGTERM: ipykernel
-then took 29 s to shut down.
-
-The pool starts once and is kept, like the kernel's other resident state. `compile_to_batches` asks
-for it with `wait=False` and compiles in-process while it starts. A pool that breaks (a worker
-killed, an interrupt while waiting on one) is closed, that call runs in-process and a later one
-starts a new pool. Results cross as numpy arrays: twice as fast here as torch's shared-memory tensor
-handles, which cost a round trip per tensor.
+Each worker is a fresh interpreter (`_serve`) in a session of its own, talking to its parent over two
+pipes with multiprocessing's Connection (length-prefixed pickles); it exits when the parent's end
+closes. The pool serves one call at a time. Whatever goes wrong with it (a worker that cannot start
+or dies, a call from another thread in flight, an interrupt) leaves the batch to the caller, who
+compiles it in-process; an interrupt is raised again once the workers are gone.
 """
 
 from __future__ import annotations
@@ -29,6 +19,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection, wait
@@ -41,21 +32,28 @@ except ImportError:  # not POSIX: no worker processes (default_workers), so no p
     fcntl = None
 
 #: worker processes for big CPU batches: 0 or 1 compiles in-process (default: one per intra-op thread
-#: torch may use, at most MAX_WORKERS)
+#: torch may use and usable core); at most MAX_WORKERS
 ENV = "GPUITER_COMPILE_WORKERS"
 MAX_WORKERS = 8
+#: seconds a worker may take to start (an interpreter importing torch: ~1.5 s on the 2-core CPU)
+START_TIMEOUT = 120
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+def available() -> bool:
+    """Whether this platform can run workers (their pipes are passed as inherited file descriptors)."""
+    return os.name == "posix"
 
 
 def default_workers() -> int:
     """Processes a big CPU batch is shared out to: $GPUITER_COMPILE_WORKERS, else as many as torch's
-    intra-op threads and the usable cores allow (1: in-process)."""
-    if os.name != "posix":  # the workers' pipes are passed as inherited file descriptors
+    intra-op threads and the usable cores allow; at most MAX_WORKERS (1: in-process)."""
+    if not available():
         return 1
     env = os.environ.get(ENV, "").strip()
     if env:
         try:
-            return max(1, int(env))
+            return min(max(1, int(env)), MAX_WORKERS)
         except ValueError:
             raise ValueError(f"{ENV}={env!r}: expected a whole number of worker processes (1: none)") from None
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -63,36 +61,60 @@ def default_workers() -> int:
 
 
 class WorkerPool:
-    """`workers` processes, each with threads // workers intra-op threads (at least one)."""
+    """`workers` processes, each with threads // workers intra-op threads (at least one). Raises OSError
+    if one cannot be spawned (the ones spawned are ended)."""
 
     def __init__(self, workers: int, threads: int):
-        self.workers, self.broken = workers, False
+        self.workers, self.broken, self.pid = workers, False, os.getpid()
         self._procs: list[subprocess.Popen] = []
         self._inbox: list[Connection] = []  # from each worker
         self._outbox: list[Connection] = []  # to each worker
         self._ready = [False] * workers
         self._busy = threading.Lock()  # one call at a time: replies are read in order
         self._listening = threading.Lock()  # one thread reads the workers' "ready" at a time
-        for _ in range(workers):
-            down_r, down_w = os.pipe()
-            up_r, up_w = os.pipe()
-            serve = f"from {__name__} import _serve; _serve({down_r}, {up_w}, {max(1, threads // workers)})"
-            proc = subprocess.Popen([sys.executable, "-c", serve], pass_fds=(down_r, up_w), start_new_session=True,
-                                    cwd=_PACKAGE_PARENT)  # (so that the package imported is this one)
-            os.close(down_r)
-            os.close(up_w)
+        try:
+            for _ in range(workers):
+                self._spawn(max(1, threads // workers))
+        except BaseException:
+            self.close(kill=True)
+            raise
+
+    def _spawn(self, threads: int) -> None:
+        down_r, down_w = os.pipe()
+        up_r, up_w = os.pipe()
+        self._inbox.append(Connection(up_r, writable=False))
+        self._outbox.append(Connection(down_w, readable=False))
+        try:
             for fd in (down_w, up_r):  # a chunk's results are megabytes: 1 MiB pipes (Linux) take fewer turns
                 with contextlib.suppress(AttributeError, OSError):  # (AttributeError: not Linux)
                     fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 1 << 20)
-            self._procs.append(proc)
-            self._inbox.append(Connection(up_r, writable=False))
-            self._outbox.append(Connection(down_w, readable=False))
+            serve = f"from {__name__} import _serve; _serve({down_r}, {up_w}, {threads})"
+            self._procs.append(subprocess.Popen([sys.executable, "-c", serve], pass_fds=(down_r, up_w),
+                                                start_new_session=True,
+                                                cwd=_PACKAGE_PARENT))  # (so that the package imported is this one)
+        finally:
+            os.close(down_r)
+            os.close(up_w)
 
-    def _hear_ready(self, timeout: float | None) -> None:
-        waiting = [c for c, r in zip(self._inbox, self._ready) if not r]
-        for conn in wait(waiting, timeout) if waiting else []:
-            conn.recv()  # "ready", or EOFError: the worker died starting
-            self._ready[self._inbox.index(conn)] = True
+    def _hear_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not all(self._ready):
+            waiting = [c for c, r in zip(self._inbox, self._ready) if not r]
+            heard = wait(waiting, max(0.0, deadline - time.monotonic()))
+            for conn in heard:
+                conn.recv()  # "ready", or EOFError: the worker died starting
+                self._ready[self._inbox.index(conn)] = True
+            if not heard:
+                return
+
+    def _listen(self, timeout: float) -> None:
+        """Read the workers' "ready" for up to `timeout` seconds; a pool that fails to start is killed."""
+        try:
+            self._hear_ready(timeout)
+        except BaseException as e:  # a worker died starting, or an interrupt lost a "ready" on the way
+            self.close(kill=True)
+            if not isinstance(e, (EOFError, OSError)):
+                raise
 
     def ready(self) -> bool:
         """Whether every worker has started (imported the compiler); never blocks (False while another
@@ -101,21 +123,18 @@ class WorkerPool:
             return False
         try:
             if not self.broken:
-                self._hear_ready(0)
-        except (EOFError, OSError):
-            self.close()
+                self._listen(0)
         finally:
             self._listening.release()
         return not self.broken and all(self._ready)
 
     def wait(self) -> bool:
-        """Block until every worker has started; False if the pool broke on the way."""
+        """Block until every worker has started (at most START_TIMEOUT); False if the pool broke."""
         with self._listening:
-            while not self.broken and not all(self._ready):
-                try:
-                    self._hear_ready(None)
-                except (EOFError, OSError):
-                    self.close()
+            if not self.broken and not all(self._ready):
+                self._listen(START_TIMEOUT)
+                if not all(self._ready):
+                    self.close(kill=True)
         return not self.broken
 
     def map(self, fn: Callable, parts: Sequence[tuple]) -> list | None:
@@ -134,24 +153,24 @@ class WorkerPool:
     def _map(self, fn: Callable, parts: Sequence[tuple]) -> list | None:
         if not self.wait():
             return None
+        inbox, outbox = self._inbox[:len(parts)], self._outbox[:len(parts)]
         try:
-            for out, part in zip(self._outbox, parts):
+            for out, part in zip(outbox, parts):
                 out.send((fn, part))
             replies: dict = {}
             while len(replies) < len(parts):  # as they come: a worker done first is not left blocked writing
-                for conn in wait([c for c in self._inbox[:len(parts)] if c not in replies]):
+                for conn in wait([c for c in inbox if c not in replies]):
                     replies[conn] = conn.recv()
-            replies = [replies[inbox] for inbox in self._inbox[:len(parts)]]
         except (EOFError, OSError):
             self.close(kill=True)
             return None
         except BaseException:  # an interrupt: the replies on their way would answer the next call, so the
             self.close(kill=True)  # workers go at once (they hold nothing but their part)
             raise
-        failed = [text for ok, text in replies if not ok]
+        failed = [text for ok, text in replies.values() if not ok]
         if failed:
             raise RuntimeError(f"a compile worker failed:\n{failed[0]}")
-        return [value for _, value in replies]
+        return [replies[conn][1] for conn in inbox]
 
     def close(self, kill: bool = False) -> None:
         """End the workers: idle ones exit when their pipe closes (a stuck one is killed after 5 s);
@@ -169,31 +188,70 @@ class WorkerPool:
                 proc.wait()
         self._outbox, self._inbox, self._procs = [], [], []
 
+    def forget(self) -> None:
+        """In a forked child: drop this process's copies of the pipes, leaving the workers to the parent."""
+        self.broken = True
+        for conn in self._outbox + self._inbox:
+            conn.close()
+        self._outbox, self._inbox, self._procs = [], [], []
+
 
 _POOL: WorkerPool | None = None
+_POOL_LOCK = threading.Lock()
+_START_FAILED = False  # a pool failed to start: batches stop trying to start one by default
 
 
 def pool(workers: int, wait: bool = True) -> WorkerPool | None:
-    """The resident pool of `workers` processes, started if need be (a pool of another size, or a
-    broken one, is replaced). wait=False: None until it has started, without blocking."""
-    global _POOL
-    if _POOL is not None and (_POOL.broken or _POOL.workers != workers):
-        _POOL.close()
-        _POOL = None
-    if _POOL is None:
-        _POOL = WorkerPool(workers, torch.get_num_threads())
-    if wait:
-        return _POOL if _POOL.wait() else None
-    return _POOL if _POOL.ready() else None
+    """The resident pool of `workers` processes, started if need be (a broken one, or one of another
+    size that no call is using, is replaced). wait=False: None until it has started, without blocking,
+    and None for good once a pool has failed to start in this process. Also None when the pool cannot
+    start or another size is in use."""
+    global _POOL, _START_FAILED
+    with _POOL_LOCK:
+        if _POOL is not None and (_POOL.broken or _POOL.workers != workers):
+            if not _POOL._busy.acquire(blocking=False):
+                return None  # another thread's call is using it
+            _POOL.close()
+            _POOL._busy.release()
+            _POOL = None
+        if _POOL is None:
+            if _START_FAILED and not wait:
+                return None
+            try:
+                _POOL = WorkerPool(workers, torch.get_num_threads())
+            except OSError:
+                _START_FAILED = True
+                return None
+        current = _POOL
+    started = current.wait() if wait else current.ready()
+    if current.broken and not all(current._ready):
+        _START_FAILED = True
+    return current if started else None
 
 
 @atexit.register
 def shutdown() -> None:
-    """Stop the resident pool (a later big batch starts a new one)."""
+    """Stop the resident pool, once a call in flight has ended (a later big batch starts a new one)."""
     global _POOL
-    if _POOL is not None:
-        _POOL.close()
+    with _POOL_LOCK:
+        if _POOL is not None:
+            busy = _POOL._busy.acquire(timeout=10)
+            _POOL.close(kill=not busy)
+            if busy:
+                _POOL._busy.release()
+            _POOL = None
+
+
+def _forget_after_fork() -> None:
+    global _POOL, _POOL_LOCK
+    _POOL_LOCK = threading.Lock()  # (a lock held by another thread at the fork would never be released)
+    if _POOL is not None and _POOL.pid != os.getpid():
+        _POOL.forget()
         _POOL = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def _serve(down: int, up: int, threads: int) -> None:
@@ -202,14 +260,14 @@ def _serve(down: int, up: int, threads: int) -> None:
     from . import compile_to_batches  # noqa: F401 - import the compiler before saying it is ready
 
     inbox, outbox = Connection(down, writable=False), Connection(up, readable=False)
-    outbox.send("ready")
-    while True:
-        try:
+    try:
+        outbox.send("ready")
+        while True:
             fn, args = inbox.recv()
-        except EOFError:  # the parent closed the pool, or exited
-            return
-        try:
-            reply = True, fn(*args)
-        except Exception:  # noqa: BLE001 - every failure goes back to the caller
-            reply = False, traceback.format_exc()
-        outbox.send(reply)
+            try:
+                reply = True, fn(*args)
+            except Exception:  # noqa: BLE001 - every failure goes back to the caller
+                reply = False, traceback.format_exc()
+            outbox.send(reply)
+    except (EOFError, OSError):  # the parent closed the pool, or exited
+        return
