@@ -15,7 +15,7 @@ class BatchResult:
     results: list[Program | CompileError]
     mode: str
     batch: ProgramBatch | None = None
-    timings: dict[str, float] = field(default_factory=dict)  # seconds per pass, where measured (summed over worker processes)
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per pass, where measured (summed over workers)
     paths: list[str] | None = None  # hybrid: per program "neural", "traditional" or "error"
     stats: dict = field(default_factory=dict)  # compiler-specific counts (hybrid: candidates, accepts)
 
