@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import gc
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import repeat
 
 import numpy as np
@@ -151,6 +151,12 @@ class ProgramBatch:
             lengths[i], n_params[i] = k, r.n_params
         batch = cls(ops, args, imm, lengths, n_params, error, messages)
         return batch.to(device) if device is not None else batch
+
+    def trimmed(self) -> ProgramBatch:
+        """The same batch without the padding columns past its longest program (views, no copy; reads
+        the lengths to the host)."""
+        n = max(1, int(self.lengths.max())) if len(self) else 1
+        return replace(self, ops=self.ops[:, :n], args=self.args[:, :n], imm=self.imm[:, :n])
 
     def to(self, device) -> ProgramBatch:
         return ProgramBatch(*(t.to(device) for t in (self.ops, self.args, self.imm, self.lengths,

@@ -32,6 +32,21 @@ def test_program_batch_round_trip():
     assert [canonical(r) for r in back] == [canonical(r) for r in results]
 
 
+def test_a_trimmed_batch_drops_only_padding():
+    results = [compile_source(s) for s in SOURCES[:2]] + [CompileError("unknown-name", 2, 12, "m")]
+    batch = ProgramBatch.from_results(results)
+    wide = ProgramBatch(torch.cat([batch.ops, torch.full((3, 5), -1, dtype=torch.int32)], 1),
+                        torch.cat([batch.args, torch.full((3, 5, 3), -1, dtype=torch.int32)], 1),
+                        torch.cat([batch.imm, torch.zeros((3, 5), dtype=torch.float64)], 1),
+                        batch.lengths, batch.n_params, batch.error, batch.messages)
+    cut = wide.trimmed()
+    assert cut.ops.shape[1] == int(batch.lengths.max()) == batch.ops.shape[1] < wide.ops.shape[1]
+    assert torch.equal(cut.ops, batch.ops) and torch.equal(cut.args, batch.args) and torch.equal(cut.imm, batch.imm)
+    assert [canonical(r) for r in cut.to_results()] == [canonical(r) for r in results]
+    invalid = ProgramBatch.from_results([CompileError("syntax", 1, 1, "m")])
+    assert invalid.trimmed().ops.shape == (1, 1)
+
+
 def test_types_follow_python():
     p = compile_source("def f(a, b):\n    return (a > b) and (b > 0)\n")
     assert p.returns_bool()

@@ -325,10 +325,8 @@ def _to_wire(chunk: Chunk) -> dict:
     wire = {f.name: getattr(chunk, f.name) for f in fields(Chunk) if f.name not in _LOCATING + ("batch",)}
     wire = {k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in wire.items()}
     wire["literals"] = literals
-    b = chunk.batch
-    n = max(1, int(b.lengths.max())) if len(b.lengths) else 1
+    b = chunk.batch.trimmed()
     wire["batch"] = {f.name: getattr(b, f.name).numpy() for f in fields(ProgramBatch) if f.name != "messages"}
-    wire["batch"].update(ops=b.ops[:, :n].numpy(), args=b.args[:, :n].numpy(), imm=b.imm[:, :n].numpy())
     return wire
 
 
@@ -412,21 +410,20 @@ def _assemble(batches, sizes, device, rechecked: dict | None = None) -> ProgramB
     B = len(sizes)
     again = ProgramBatch.from_results(list(rechecked.values()), device) if rechecked else None
     # as wide as the longest program (a chunk's arrays are sized by its tokens, ~4x wider)
-    longest = [int(c.batch.lengths.max()) for _, c in batches if len(c.batch.lengths)]
-    N = max(longest + [again.ops.shape[1] if again else 1, 1])
+    parts = [(sel, c.batch.trimmed()) for sel, c in batches] + ([(list(rechecked), again)] if again else [])
+    N = max([b.ops.shape[1] for _, b in parts] + [1])
     ops = torch.full((B, N), -1, dtype=torch.int32, device=device)
     args = torch.full((B, N, 3), -1, dtype=torch.int32, device=device)
     imm = torch.zeros((B, N), dtype=torch.float64, device=device)
     lengths = torch.zeros(B, dtype=torch.int32, device=device)
     n_params = torch.zeros(B, dtype=torch.int32, device=device)
     error = torch.tensor([[KIND_CODES["too-large"], 1, 1]], dtype=torch.int32, device=device).repeat(B, 1)
-    parts = [(sel, c.batch) for sel, c in batches] + ([(list(rechecked), again)] if again else [])
     for sel, b in parts:
         rows = torch.as_tensor(sel, device=device)
-        w = min(b.ops.shape[1], N)
+        w = b.ops.shape[1]
         if b is again:  # its rows hold their chunk's programs, which may be longer
             ops[rows], args[rows], imm[rows] = -1, -1, 0.0
-        ops[rows, :w], args[rows, :w], imm[rows, :w] = b.ops[:, :w], b.args[:, :w], b.imm[:, :w]
+        ops[rows, :w], args[rows, :w], imm[rows, :w] = b.ops, b.args, b.imm
         lengths[rows], n_params[rows], error[rows] = b.lengths, b.n_params, b.error
     return ProgramBatch(ops, args, imm, lengths, n_params, error)
 
