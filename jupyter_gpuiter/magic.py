@@ -16,6 +16,7 @@ from IPython.display import display
 
 from . import comm
 from .compilers import MODES
+from .compilers.traditional import workers as compile_workers
 from .lang.errors import CompileError
 from .lang.python_semantics import numpy_reference
 from .resident import session
@@ -223,7 +224,7 @@ class GpuiterMagics(Magics):
             msg = comm.status_message(sess)
             comm.send(msg)
             print(f"device {msg['device']}, {msg['cached_kernels']} cached kernels, {msg['iterations']} iterations, "
-                  f"input pools {sess.pool.nbytes / 2**20:.1f} MiB")
+                  f"input pools {sess.pool.nbytes / 2**20:.1f} MiB, {compile_workers.running()} compile worker processes")
             return
         if words[0] == "device":
             if len(words) != 2 or words[1] not in ("cpu", "cuda"):

@@ -7,6 +7,7 @@ from IPython.core.error import UsageError
 from IPython.testing.globalipapp import start_ipython
 
 import jupyter_gpuiter as gi
+from jupyter_gpuiter.compilers.traditional import workers
 
 GELU = "def gelu(x):\n    inner = 0.7978845608 * (x + 0.044715 * x ** 3)\n    return 0.5 * x * (1.0 + tanh(inner))\n"
 
@@ -79,7 +80,8 @@ def test_second_run_of_an_unchanged_cell_is_a_cache_hit(ip):
 def test_line_magic(ip, capsys):
     ip.run_line_magic("gpuiter", "status")
     out = capsys.readouterr().out
-    assert out.startswith("device cpu, ") and "cached kernels" in out
+    assert out.startswith("device cpu, ") and "cached kernels" in out and out.rstrip().endswith(
+        f", {workers.running()} compile worker processes")
     with pytest.raises(UsageError):
         ip.run_line_magic("gpuiter", "bogus")
     with pytest.raises(UsageError):

@@ -97,7 +97,9 @@ def test_default_workers_follow_the_environment_then_torch_threads(monkeypatch):
 
 
 def test_workers_run_apart_from_the_callers_process_group_and_report_their_errors():
+    assert workers.running() == 0
     pool = workers.pool(2)
+    assert workers.running() == 2  # (what %gpuiter status reports)
     # a kernel interrupt (SIGINT to the kernel's process group) misses them
     assert all(os.getpgid(p.pid) not in (os.getpgrp(), os.getpid()) for p in pool._procs)
     assert pool.map(operator.add, [(1, 2), (3, 4)]) == [3, 7]

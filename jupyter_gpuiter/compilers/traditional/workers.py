@@ -229,6 +229,12 @@ def pool(workers: int, wait: bool = True) -> WorkerPool | None:
     return current if started else None
 
 
+def running() -> int:
+    """Worker processes the resident pool has up (0: none, or none started yet)."""
+    current = _POOL
+    return 0 if current is None or current.broken else sum(current._ready)
+
+
 @atexit.register
 def shutdown() -> None:
     """Stop the resident pool, once a call in flight has ended (a later big batch starts a new one)."""
