@@ -286,6 +286,16 @@ def test_start_and_clean_shutdown(gpuiter_jupyter_path):
                 "print(sum(os.getpgid(c.pid) == os.getpgrp() for c in psutil.Process().children(True)))")
         status, outputs = run_cell(kc, cell, timeout=120)
         assert status == "ok" and stdout(outputs).split() == ["True", "0"]
+        # the notebook's stop button (SIGINT to the kernel's process group) leaves the workers be: the next
+        # batch goes to the same ones
+        km.interrupt_kernel()
+        cell = ("import time; time.sleep(1)\n"
+                "from jupyter_gpuiter.compilers.traditional import workers\n"
+                "pids = [p.pid for p in workers._POOL._procs]\n"
+                "chunks, _ = traditional.compile_to_batches(generate.generate_batch(200, 2), workers=2)\n"
+                "print(all(c.literals is not None for _, c in chunks), [p.pid for p in workers._POOL._procs] == pids)")
+        status, outputs = run_cell(kc, cell, timeout=120)
+        assert status == "ok" and stdout(outputs).split() == ["True", "True"]
         msg_id = kc.shutdown()  # shutdown_request: the kernel answers, then exits by itself
         reply = kc.get_control_msg(timeout=60)
         assert reply["parent_header"]["msg_id"] == msg_id and reply["msg_type"] == "shutdown_reply"
