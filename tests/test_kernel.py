@@ -278,22 +278,22 @@ def test_start_and_clean_shutdown(gpuiter_jupyter_path):
         assert proc.pid == int(stdout(outputs))
         # a kernel that has spawned the compiler's worker processes (its resident pool) still exits cleanly
         # (ipykernel's shutdown signals, one by one, the children in its process group: there must be none)
-        cell = ("from jupyter_gpuiter.compilers import traditional\n"
+        cell = ("import psutil\n"
+                "from jupyter_gpuiter.compilers import traditional\n"
+                "from jupyter_gpuiter.compilers.traditional import workers\n"
                 "from jupyter_gpuiter.lang import generate\n"
-                "chunks, _ = traditional.compile_to_batches(generate.generate_batch(200, 1), workers=2)\n"
-                "print(all(c.literals is not None for _, c in chunks))\n"
-                "import psutil\n"
-                "print(sum(os.getpgid(c.pid) == os.getpgrp() for c in psutil.Process().children(True)))")
+                "def pooled(seed):  # a batch compiled by the workers (their chunks bring literals as text)\n"
+                "    chunks, _ = traditional.compile_to_batches(generate.generate_batch(200, seed), workers=2)\n"
+                "    return all(c.literals is not None for _, c in chunks)\n"
+                "print(pooled(1), sum(os.getpgid(c.pid) == os.getpgrp() for c in psutil.Process().children(True)))")
         status, outputs = run_cell(kc, cell, timeout=120)
         assert status == "ok" and stdout(outputs).split() == ["True", "0"]
         # the notebook's stop button (SIGINT to the kernel's process group) leaves the workers be: the next
         # batch goes to the same ones
         km.interrupt_kernel()
         cell = ("import time; time.sleep(1)\n"
-                "from jupyter_gpuiter.compilers.traditional import workers\n"
                 "pids = [p.pid for p in workers._POOL._procs]\n"
-                "chunks, _ = traditional.compile_to_batches(generate.generate_batch(200, 2), workers=2)\n"
-                "print(all(c.literals is not None for _, c in chunks), [p.pid for p in workers._POOL._procs] == pids)")
+                "print(pooled(2), [p.pid for p in workers._POOL._procs] == pids)")
         status, outputs = run_cell(kc, cell, timeout=120)
         assert status == "ok" and stdout(outputs).split() == ["True", "True"]
         msg_id = kc.shutdown()  # shutdown_request: the kernel answers, then exits by itself
