@@ -180,6 +180,38 @@ def test_slow_number_literals_are_exact():
     assert_agree(srcs)
 
 
+_BASE_DIGITS = {"x": "0123456789abcdefABCDEF", "o": "01234567", "b": "01"}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("xXoObB"), st.lists(st.integers(0, 21), min_size=1, max_size=40),
+                          st.lists(st.booleans(), min_size=40, max_size=40)), min_size=1, max_size=30))
+def test_base_literals_are_valued_on_the_device(drawn):
+    """Hex, octal and binary literals of up to _MAX_DIGITS digits (the 0 of the prefix counted) get their
+    exact value from lex itself; longer ones are left to the host; both agree with the serial compiler."""
+    from jupyter_gpuiter.compilers.traditional.lex import _MAX_DIGITS, lex
+    from jupyter_gpuiter.compilers.traditional.pack import pack
+    from jupyter_gpuiter.lang.lexer import number_value
+
+    lits = []
+    for prefix, picks, underscores in drawn:
+        alphabet = _BASE_DIGITS[prefix.lower()]
+        digits = [alphabet[p % len(alphabet)] for p in picks]
+        lits.append("0" + prefix + "".join(("_" if u else "") + d for d, u in zip(digits, underscores)))
+    srcs = [f"def f(x):\n    return x + {lit}\n" for lit in lits]
+    data, lengths = pack(srcs, "cpu")
+    tk = lex(data, lengths, 4096)
+    number = spec.TOK["number"]
+    for i, lit in enumerate(lits):
+        at = tk.kind[i].tolist().index(number)
+        n_digits = 1 + sum(c not in "_" for c in lit[2:])
+        host = n_digits > _MAX_DIGITS["_xob".index(lit[1].lower())]
+        assert bool(tk.slow_number[i, at]) == host, lit
+        if not host:
+            assert float(tk.value[i, at]) == number_value(lit), lit
+    assert_agree(srcs)
+
+
 def test_unicode_crlf_tabs_and_long_lines():
     srcs = [
         "def f(x):\r\n\t'''naïve ✓'''\r\n\ty = x  # café\r\n\treturn y\r\n",

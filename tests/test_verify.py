@@ -142,5 +142,6 @@ def test_verify_batch_runs_the_compilers_device_batch_in_order():
     verdicts = gi.verify_batch(cands, "def f(x):\n    return 2 * x\n", tests=2000)
     assert [v.passed for v in verdicts] == [True, False, False, True, False]
     assert verdicts[2].error.kind == "too-large" and verdicts[4].counterexample is not None
-    # a literal valued on the host (hex) reaches the device batch too
-    assert gi.verify_batch(["def f(x):\n    return x + 0x10 - 16\n"], "def f(x):\n    return x\n", tests=500)[0].passed
+    # a literal valued on the host (a hex one with more digits than lex values) reaches the device batch too
+    assert gi.verify_batch(["def f(x):\n    return x + 0x0000000000000010 - 16\n"], "def f(x):\n    return x\n",
+                           tests=500)[0].passed

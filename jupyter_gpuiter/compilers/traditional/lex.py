@@ -30,16 +30,25 @@ _TABLES: dict = {}
 # what a byte adds to the packed prefix count of lex (int64): characters (bits 0-13) and newlines (14-27) of
 # the source, absolute (at most 8,194 each); and, only ever differenced over one token (each field holds
 # any token shorter than 2,048 bytes), a number's fraction digits (28-38), the exponent's minus (39),
-# exponent digits (40-50), all its digits (51-61) and a base prefix (62)
-_Q_NL, _Q_FRAC, _Q_MINUS, _Q_EXP, _Q_DIG, _Q_PREFIX = 14, 28, 39, 40, 51, 62
+# exponent digits (40-50), all its digits (51-61) and its base (62-63: 0 decimal, 1 hex, 2 octal, 3
+# binary, added by the prefix)
+_Q_NL, _Q_FRAC, _Q_MINUS, _Q_EXP, _Q_DIG, _Q_BASE = 14, 28, 39, 40, 51, 62
 _M14, _M11 = (1 << 14) - 1, (1 << 11) - 1
-_NUMBER_CODES = {"n_zero1": 1 << _Q_DIG, "n_zero": 1 << _Q_DIG, "n_lz": 1 << _Q_DIG, "n_int": 1 << _Q_DIG,
-                 "n_frac": (1 << _Q_DIG) + (1 << _Q_FRAC), "n_exp_dig": (1 << _Q_DIG) + (1 << _Q_EXP),
-                 "n_hex_pfx": 1 << _Q_PREFIX, "n_oct_pfx": 1 << _Q_PREFIX, "n_bin_pfx": 1 << _Q_PREFIX}
+_BASES = (10, 16, 8, 2)
+_DIGIT = 1 << _Q_DIG
+_NUMBER_CODES = {"n_zero1": _DIGIT, "n_zero": _DIGIT, "n_lz": _DIGIT, "n_int": _DIGIT, "n_hex": _DIGIT, "n_oct": _DIGIT,
+                 "n_bin": _DIGIT, "n_frac": _DIGIT + (1 << _Q_FRAC), "n_exp_dig": _DIGIT + (1 << _Q_EXP),
+                 "n_hex_pfx": 1 << _Q_BASE, "n_oct_pfx": 2 << _Q_BASE, "n_bin_pfx": 3 << _Q_BASE}
+# the base code of a digit by the state it leads to (facts' bits 12-13)
+_DIGIT_BASE = {"n_hex": 1, "n_oct": 2, "n_bin": 3}
+# a literal's digits (its 0 prefix counted) by base code, at most, for its value to be worked out on the
+# device: the value stays below 2^53 (exact in float64) and every digit's weight base^k has k < 32
+_MAX_DIGITS = (18, 14, 18, 32)
 _BAD_ESCAPES = set(b"xuUN")
 # per-byte facts, one int16 per transition: flags in bits 0-6 (placed so that `facts & F_DIGIT` sums to
-# a count and the others scaled by their bit fit an int32), the byte's digit value in bits 8-11, and
-# the paren depth change as a signed 2-bit field in bits 14-15 (so `facts >> 14` is it)
+# a count and the others scaled by their bit fit an int32), a number digit's value in bits 8-11 and its
+# base code in bits 12-13, and the paren depth change as a signed 2-bit field in bits 14-15 (so
+# `facts >> 14` is it)
 F_DIGIT, F_BOUNDARY, F_ERR, F_ESC, F_START, F_NL, F_LF = (1 << k for k in range(7))
 _LF_SHIFT = F_LF.bit_length() - 1
 # the normalised input as packed int64 words: byte (bits 0-8, EOF 256), class * S (9-21), and in the high
@@ -61,6 +70,7 @@ def _build_tables() -> dict:
                 for s in dfa.STATES]
     esc = {dfa.STATE[s] for s in dfa.ESCAPE_STATES}
     number = {dfa.STATE[s]: v for s, v in _NUMBER_CODES.items()}
+    digit_base = {dfa.STATE[s]: v for s, v in _DIGIT_BASE.items()}
     paren = {dfa.STATE["op:("]: 1, dfa.STATE["op:)"]: -1}
     # the kind of a token ending in each state; NEWLINE tokens are the single bytes that leave the DFA
     # in `nl` (or `eof`) outside parens
@@ -68,7 +78,7 @@ def _build_tables() -> dict:
     cols: dict = {}
     for x in range(N):
         b = x & 255
-        byte = (b == 10, (b & 0xC0) != 0x80, b - 48 if 48 <= b <= 57 else 0)
+        byte = (b == 10, (b & 0xC0) != 0x80, int(chr(b), 16) if chr(b) in dfa.HEX else 0)
         col = [byte]
         for s in range(S):
             n, f = nxt[s * N + x], flags[s * N + x]
@@ -86,13 +96,14 @@ def _build_tables() -> dict:
         (lf, char, digit), col = col[0], col[1:]
         for n, f, bad, num in col:
             start = bool(f & 1)
+            is_digit = num >> _Q_DIG & 1
             v = (F_START * start | F_BOUNDARY * (start or not in_token[n]) | F_ERR * (f >> 1 & 15 != 0) | F_ESC * bad
-                 | F_NL * (n == dfa.STATE["nl"]) | F_LF * lf | F_DIGIT * (num >> _Q_DIG & 1)
-                 | digit << 8 | ((paren.get(n, 0) if start else 0) & 3) << 14)
+                 | F_NL * (n == dfa.STATE["nl"]) | F_LF * lf | F_DIGIT * is_digit
+                 | is_digit * (digit << 8 | digit_base.get(n, 0) << 12) | ((paren.get(n, 0) if start else 0) & 3) << 14)
             per["next"].append(n)
             per["flags"].append(f)
             per["facts"].append(v - (1 << 16) if v >= 1 << 15 else v)
-            per["q"].append(num + (lf << _Q_NL) + char)
+            per["q"].append(signed64(num + (lf << _Q_NL) + char))
             per["kind"].append(kinds[n])
             per["token_kind"].append(spec.TOK["newline"] if n in line_end else kinds[n])
     pair = [0] * (C * C * S)
@@ -124,9 +135,11 @@ def _tables(device):
         # the mask of a key's bytes by length (9: longer than 8 bytes, the key is -1)
         out["byte_mask"] = torch.tensor([(1 << 8 * k) - 1 for k in range(8)] + [-1, 0], device=device)
         out["prefix_bad"] = torch.tensor([_string_prefix_bad(u) for u in range(1 << 16)], device=device)
-        # a digit's weight 10^k by (digit << 8 | k), k modulo 32 (a number with 19 digits or more is the host's)
-        out["term"] = torch.tensor([d * 10 ** k if k < 19 and d < 10 else 0 for d in range(16) for k in range(256)],
-                                   device=device)
+        # a digit's weight d * base^k by (base code << 12 | d << 8 | k), k the digits after it modulo 32, where
+        # it is below 2^63 (a literal with more digits than _MAX_DIGITS is the host's)
+        out["term"] = torch.tensor([d * base ** k if k < 32 and d * base ** k < 1 << 63 else 0
+                                    for base in _BASES for d in range(16) for k in range(256)], device=device)
+        out["max_digits"] = torch.tensor(_MAX_DIGITS, device=device)
         # by 2 * exponent digits + minus, up to 9 (at 10 and over the literal is the host's anyway)
         out["exp_scale"] = torch.tensor([10 ** (k >> 1) for k in range(10)] + [1], device=device)
         out["exp_sign"] = torch.tensor([1 - 2 * (k & 1) for k in range(10)] + [1], device=device)
@@ -455,23 +468,23 @@ def span_hash(prefix: torch.Tensor, start: torch.Tensor, end: torch.Tensor) -> t
 
 
 def _numbers(t, facts, digits, at_end, counts, is_number, NT, tok_start, tok_end):
-    """Exact float64 values of decimal literals on the device (Clinger's fast path: an integer
-    mantissa below 2^53 scaled by 10^k with |k| <= 22 is one correctly rounded operation); other
-    literals (hex/octal/binary, more than 18 digits, big exponents) are flagged for the host.
-    Returns (value, slow) [B, T].
+    """Exact float64 values of literals on the device: decimal ones by Clinger's fast path (an integer
+    mantissa below 2^53 scaled by 10^k with |k| <= 22 is one correctly rounded operation), hex, octal
+    and binary ones as integers below 2^53; others (more digits than _MAX_DIGITS, big exponents) are
+    flagged for the host. Returns (value, slow) [B, T].
 
     Per byte, the DFA's transition says whether it is a digit of the mantissa, of the fraction or of
     the exponent, the exponent's minus or a base prefix: counts packed in lex's prefix sum. A digit
-    weighs 10^(digits after it in its token), so one more prefix sum gives each token's digit string
+    weighs base^(digits after it in its token), so one more prefix sum gives each token's digit string
     as an integer (mantissa * 10^n_exp + exponent); int64 arithmetic wraps, so the differences of
     prefix sums at token ends stay exact. The packed fields hold tokens shorter than 2,048 bytes; a
-    longer number has more than 18 digits, or a base prefix, so it is the host's anyway. The rest
+    longer number has too many digits, so it is the host's anyway. The rest
     works on the number tokens alone, listed in [B, NT] (NT bounds the number digits of a row, a
     small part of the tokens), and the results go to their tokens' slots."""
     B = facts.shape[0]
     dev = facts.device
     # by the digit value and the digits after each byte in its token (modulo 32)
-    term = take(t["term"], (((at_end.short() - digits.short()) & 31) | (facts & 0xF00)).int())
+    term = take(t["term"], (((at_end.short() - digits.short()) & 31) | (facts & 0x3F00)).int())
     weighted = torch.zeros_like(counts)
     torch.cumsum(term, 1, out=weighted[:, 1:])
 
@@ -489,7 +502,8 @@ def _numbers(t, facts, digits, at_end, counts, is_number, NT, tok_start, tok_end
     scale = take(t["exp_scale"], exp)
     m = v // scale
     k = (v - m * scale) * take(t["exp_sign"], exp) - ((c >> _Q_FRAC) & _M11)
-    slow = ((c >> _Q_DIG) > 18) | (exp > 9) | (m >= 2 ** 53) | (k.abs() > 22) | (end - start >= 2048)
+    too_long = ((c >> _Q_DIG) & _M11) > take(t["max_digits"], (c >> _Q_BASE) & 3)
+    slow = too_long | (exp > 9) | (m >= 2 ** 53) | (k.abs() > 22) | (end - start >= 2048)
     k = (k + 22).clamp_(0, 44)
     value = m.to(torch.float64) * take(t["scale_up"], k) / take(t["scale_down"], k)  # m * 10^k or m / 10^-k
     value = torch.where(slow, 0.0, value)
