@@ -175,12 +175,42 @@ def test_loops_sized_by_the_chunk_reach_its_longest_line_deepest_nesting_and_lon
 
 def test_slow_number_literals_are_exact():
     lits = ["0x1F", "0o17", "0b101", "123456789012345678901", "1e300", "1e-300", "2.2250738585072014e-308",
-            "0.1", "9007199254740993", "4.35", "1_0.5e1_0", "7e22", "7e23", "1" * 400]
+            "0.1", "9007199254740993", "4.35", "1_0.5e1_0", "7e22", "7e23", "1" * 400, "9.E+27", "1e37", "9e37",
+            "10e36", "1e38", "0e400", "9007199254740991e22", "9007199254740992e22", "9007199254740991e23",
+            "0x" + "f" * 13, "0x1" + "0" * 13, "0b" + "1" * 31, "0o" + "7" * 17]
+    # past 10^22, the largest mantissa each excess power of ten allows, and one more
+    lits += [f"{m}e{22 + e}" for e in range(18) for m in (1, (2 ** 53 - 1) // 10 ** e, (2 ** 53 - 1) // 10 ** e + 1)]
     srcs = [f"def f(x):\n    return x + {lit}\n" for lit in lits]
     assert_agree(srcs)
 
 
 _BASE_DIGITS = {"x": "0123456789abcdefABCDEF", "o": "01234567", "b": "01"}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 999) | st.integers(0, 10 ** 20), st.integers(0, 6), st.sampled_from(["e", "E-", "e+", ""]),
+                          st.integers(0, 45)), min_size=1, max_size=30))
+def test_decimal_literals_valued_on_the_device_are_exact(drawn):
+    """Whatever lex values itself equals the host's value of the literal (the rest it leaves to the host)."""
+    from jupyter_gpuiter.compilers.traditional.lex import lex
+    from jupyter_gpuiter.compilers.traditional.pack import pack
+    from jupyter_gpuiter.lang.lexer import number_value
+
+    lits = []
+    for mantissa, point, sign, exponent in drawn:
+        digits = str(mantissa)
+        at = max(0, len(digits) - point)
+        lits.append(digits[:at] + "." + digits[at:] + (f"{sign}{exponent}" if sign else "") if point else
+                    digits + (f"{sign}{exponent}" if sign else ""))
+    srcs = [f"def f(x):\n    return x + {lit}\n" for lit in lits]
+    data, lengths = pack(srcs, "cpu")
+    tk = lex(data, lengths, 4096)
+    number = spec.TOK["number"]
+    for i, lit in enumerate(lits):
+        at = tk.kind[i].tolist().index(number)
+        if not tk.slow_number[i, at]:
+            assert float(tk.value[i, at]) == number_value(lit), lit
+    assert_agree(srcs)
 
 
 @settings(max_examples=60, deadline=None)

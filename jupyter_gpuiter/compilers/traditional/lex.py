@@ -145,6 +145,9 @@ def _tables(device):
         out["exp_sign"] = torch.tensor([1 - 2 * (k & 1) for k in range(10)] + [1], device=device)
         out["scale_up"] = torch.tensor([10.0 ** max(k, 0) for k in range(-22, 23)], dtype=torch.float64, device=device)
         out["scale_down"] = torch.tensor([10.0 ** max(-k, 0) for k in range(-22, 23)], dtype=torch.float64, device=device)
+        # by e = k - 22 (0-16): 10^e, and the largest mantissa m with m * 10^e < 2^53
+        out["shift_up"] = torch.tensor([10 ** e for e in range(17)], device=device)
+        out["shift_max"] = torch.tensor([(2 ** 53 - 1) // 10 ** e for e in range(17)], device=device)
         _TABLES[device] = out
     return _TABLES[device]
 
@@ -469,7 +472,8 @@ def span_hash(prefix: torch.Tensor, start: torch.Tensor, end: torch.Tensor) -> t
 
 def _numbers(t, facts, digits, at_end, counts, is_number, NT, tok_start, tok_end):
     """Exact float64 values of literals on the device: decimal ones by Clinger's fast path (an integer
-    mantissa below 2^53 scaled by 10^k with |k| <= 22 is one correctly rounded operation), hex, octal
+    mantissa below 2^53 scaled by 10^k with |k| <= 22 is one correctly rounded operation; past 10^22
+    while the mantissa times the excess power of ten stays below 2^53), hex, octal
     and binary ones as integers below 2^53; others (more digits than _MAX_DIGITS, big exponents) are
     flagged for the host. Returns (value, slow) [B, T].
 
@@ -502,8 +506,14 @@ def _numbers(t, facts, digits, at_end, counts, is_number, NT, tok_start, tok_end
     scale = take(t["exp_scale"], exp)
     m = v // scale
     k = (v - m * scale) * take(t["exp_sign"], exp) - ((c >> _Q_FRAC) & _M11)
+    # past 10^22 the mantissa takes the excess where it stays below 2^53 (9e27 = 900000 * 10^22: both
+    # exact, so their product is correctly rounded)
+    excess = (k - 22).clamp_(0, 16)
+    fits = m <= take(t["shift_max"], excess)
+    m = m * take(t["shift_up"], excess)
+    k = k - excess
     too_long = ((c >> _Q_DIG) & _M11) > take(t["max_digits"], (c >> _Q_BASE) & 3)
-    slow = too_long | (exp > 9) | (m >= 2 ** 53) | (k.abs() > 22) | (end - start >= 2048)
+    slow = too_long | (exp > 9) | ~fits | (k.abs() > 22) | (end - start >= 2048)
     k = (k + 22).clamp_(0, 44)
     value = m.to(torch.float64) * take(t["scale_up"], k) / take(t["scale_down"], k)  # m * 10^k or m / 10^-k
     value = torch.where(slow, 0.0, value)
