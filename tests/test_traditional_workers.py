@@ -213,3 +213,23 @@ def test_a_forked_child_leaves_the_pool_to_its_parent():
         os._exit(0 if workers._POOL is None and pool.broken and not pool._procs else 1)
     assert os.waitpid(child, 0)[1] == 0
     assert pool.map(operator.add, [(1, 2), (3, 4)]) == [3, 7] and not pool.broken
+
+
+def test_default_workers_fit_the_cores_and_half_the_memory_left(monkeypatch):
+    from jupyter_gpuiter.runtime import host
+
+    monkeypatch.delenv(workers.ENV, raising=False)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 8)
+    monkeypatch.setattr(host, "usable_cores", lambda: 4)
+    monkeypatch.setattr(host, "memory_headroom", lambda: None)
+    assert workers.default_workers() == 4
+    monkeypatch.setattr(host, "usable_cores", lambda: 1)  # a container's one-CPU quota: in-process
+    assert workers.default_workers() == 1
+    monkeypatch.setattr(host, "usable_cores", lambda: 4)
+    for free, n in ((0, 1), (3 * workers.WORKER_BYTES, 1), (4 * workers.WORKER_BYTES, 2), (100 * workers.WORKER_BYTES, 4)):
+        monkeypatch.setattr(host, "memory_headroom", lambda free=free: free)
+        assert workers.default_workers() == n, free
+    # a running pool's workers count as memory of its own: its size holds while memory stays as it is
+    monkeypatch.setattr(host, "memory_headroom", lambda: 2 * workers.WORKER_BYTES)
+    monkeypatch.setattr(workers, "running", lambda: 2)
+    assert workers.default_workers() == 2
