@@ -184,6 +184,22 @@ def test_slow_number_literals_are_exact():
     assert_agree(srcs)
 
 
+def test_literals_past_the_fast_path_beyond_a_chunks_room_go_to_the_host():
+    """A chunk values its first few literals past Clinger's fast path with floats.py; more than that
+    (a program made of them) leaves the rest to the host, and every one still agrees."""
+    from jupyter_gpuiter.compilers.traditional.lex import lex
+    from jupyter_gpuiter.compilers.traditional.pack import pack
+
+    many = "def f(x):\n    y = x\n" + "".join(f"    y = y * 1.5e-{30 + i % 9} + 2{i}e40\n" for i in range(60))
+    many += "    return y\n"
+    srcs = [many, "def f(x):\n    return x * 1e-30\n"]
+    data, lengths = pack(srcs, "cpu")
+    tk = lex(data, lengths, 4096)
+    hard = tk.kind[0] == spec.TOK["number"]
+    assert 0 < int((tk.slow_number[0] & hard).sum()) < int(hard.sum()) - 1  # some on the device, some not
+    assert_agree(srcs)
+
+
 _BASE_DIGITS = {"x": "0123456789abcdefABCDEF", "o": "01234567", "b": "01"}
 
 

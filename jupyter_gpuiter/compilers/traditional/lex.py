@@ -25,6 +25,7 @@ import torch
 from ...lang import spec
 from . import dfa
 from .common import BIG, perfect_hash, select, signed64, take
+from .floats import to_float64
 
 _TABLES: dict = {}
 # what a byte adds to the packed prefix count of lex (int64): characters (bits 0-13) and newlines (14-27) of
@@ -41,9 +42,10 @@ _NUMBER_CODES = {"n_zero1": _DIGIT, "n_zero": _DIGIT, "n_lz": _DIGIT, "n_int": _
                  "n_hex_pfx": 1 << _Q_BASE, "n_oct_pfx": 2 << _Q_BASE, "n_bin_pfx": 3 << _Q_BASE}
 # the base code of a digit by the state it leads to (facts' bits 12-13)
 _DIGIT_BASE = {"n_hex": 1, "n_oct": 2, "n_bin": 3}
-# a literal's digits (its 0 prefix counted) by base code, at most, for its value to be worked out on the
-# device: the value stays below 2^53 (exact in float64) and every digit's weight base^k has k < 32
-_MAX_DIGITS = (18, 14, 18, 32)
+# a literal's digits (a base prefix's 0 counted) by base code, at most, for its value to be worked out on
+# the device: every digit's weight base^k stays below 2^63, with k < 32 (and a decimal one's mantissa
+# and exponent, packed as one integer, too)
+_MAX_DIGITS = (18, 15, 21, 32)
 _BAD_ESCAPES = set(b"xuUN")
 # per-byte facts, one int16 per transition: flags in bits 0-6 (placed so that `facts & F_DIGIT` sums to
 # a count and the others scaled by their bit fit an int32), a number digit's value in bits 8-11 and its
@@ -140,14 +142,11 @@ def _tables(device):
         out["term"] = torch.tensor([d * base ** k if k < 32 and d * base ** k < 1 << 63 else 0
                                     for base in _BASES for d in range(16) for k in range(256)], device=device)
         out["max_digits"] = torch.tensor(_MAX_DIGITS, device=device)
+        out["scale_up"] = torch.tensor([10.0 ** max(k, 0) for k in range(-22, 23)], dtype=torch.float64, device=device)
+        out["scale_down"] = torch.tensor([10.0 ** max(-k, 0) for k in range(-22, 23)], dtype=torch.float64, device=device)
         # by 2 * exponent digits + minus, up to 9 (at 10 and over the literal is the host's anyway)
         out["exp_scale"] = torch.tensor([10 ** (k >> 1) for k in range(10)] + [1], device=device)
         out["exp_sign"] = torch.tensor([1 - 2 * (k & 1) for k in range(10)] + [1], device=device)
-        out["scale_up"] = torch.tensor([10.0 ** max(k, 0) for k in range(-22, 23)], dtype=torch.float64, device=device)
-        out["scale_down"] = torch.tensor([10.0 ** max(-k, 0) for k in range(-22, 23)], dtype=torch.float64, device=device)
-        # by e = k - 22 (0-16): 10^e, and the largest mantissa m with m * 10^e < 2^53
-        out["shift_up"] = torch.tensor([10 ** e for e in range(17)], device=device)
-        out["shift_max"] = torch.tensor([(2 ** 53 - 1) // 10 ** e for e in range(17)], device=device)
         _TABLES[device] = out
     return _TABLES[device]
 
@@ -470,12 +469,31 @@ def span_hash(prefix: torch.Tensor, start: torch.Tensor, end: torch.Tensor) -> t
     return _span_hash(prefix, start.clamp(0, L).long(), end.clamp(0, L).long())
 
 
+def _exact_rest(value, rest, m, k, room: int):
+    """value [B, NT] with the numbers where `rest` valued by floats.to_float64 (Eisel-Lemire), the first
+    `room` of them in the chunk, compacted: it costs some sixty int64 operations a number, against about
+    ten for the fast path. Also returns the ones past `room` (left to the host: none on the generated
+    programs, whose chunks have one such literal in 120-470 number slots)."""
+    B, NT = rest.shape
+    n = B * NT
+    flat = rest.view(-1)
+    rank = flat.cumsum(0)
+    took = flat & (rank <= room)
+    which = torch.full((room + 1,), n, dtype=torch.int64, device=rest.device)  # n: none, a discarded slot
+    which.scatter_(0, torch.where(took, rank - 1, room), torch.arange(n, device=rest.device))
+    which = which[:room]
+    at = which.clamp(max=n - 1)
+    got = to_float64(take(m.view(-1), at) * (which < n), take(k.view(-1), at))
+    out = torch.cat([value.view(-1), value.new_zeros(1)]).scatter_(0, which, got)
+    return out[:n].view(B, NT), (flat & ~took).view(B, NT)
+
+
 def _numbers(t, facts, digits, at_end, counts, is_number, NT, tok_start, tok_end):
-    """Exact float64 values of literals on the device: decimal ones by Clinger's fast path (an integer
-    mantissa below 2^53 scaled by 10^k with |k| <= 22 is one correctly rounded operation; past 10^22
-    while the mantissa times the excess power of ten stays below 2^53), hex, octal
-    and binary ones as integers below 2^53; others (more digits than _MAX_DIGITS, big exponents) are
-    flagged for the host. Returns (value, slow) [B, T].
+    """Exact float64 values of literals on the device: an integer mantissa m and a decimal exponent k
+    per literal, and the float64 nearest to m * 10^k, by Clinger's fast path where it applies, else by
+    floats.py. Literals with more digits than _MAX_DIGITS (m must stay below 2^63, and every digit's
+    weight below 2^63) or more than four exponent digits are flagged for the host. Returns (value,
+    slow) [B, T].
 
     Per byte, the DFA's transition says whether it is a digit of the mantissa, of the fraction or of
     the exponent, the exponent's minus or a base prefix: counts packed in lex's prefix sum. A digit
@@ -496,8 +514,8 @@ def _numbers(t, facts, digits, at_end, counts, is_number, NT, tok_start, tok_end
     n_num = is_number.cumsum(1, dtype=torch.int32)
     listed = torch.zeros((B, NT + 1), dtype=torch.int32, device=dev)
     listed.scatter_(1, (n_num * is_number).long(), torch.arange(T, dtype=torch.int32, device=dev).expand(B, T))
-    tok = listed[:, 1:].long()
-    tok = torch.where(torch.arange(NT, device=dev) < n_num[:, -1:], tok, T)  # padding to a discarded slot
+    real = torch.arange(NT, device=dev) < n_num[:, -1:]
+    tok = torch.where(real, listed[:, 1:].long(), T)  # padding to a discarded slot
     start, end = tok_start.gather(1, tok.clamp(max=T - 1)), tok_end.gather(1, tok.clamp(max=T - 1))
 
     c = counts.gather(1, end) - counts.gather(1, start)
@@ -506,16 +524,14 @@ def _numbers(t, facts, digits, at_end, counts, is_number, NT, tok_start, tok_end
     scale = take(t["exp_scale"], exp)
     m = v // scale
     k = (v - m * scale) * take(t["exp_sign"], exp) - ((c >> _Q_FRAC) & _M11)
-    # past 10^22 the mantissa takes the excess where it stays below 2^53 (9e27 = 900000 * 10^22: both
-    # exact, so their product is correctly rounded)
-    excess = (k - 22).clamp_(0, 16)
-    fits = m <= take(t["shift_max"], excess)
-    m = m * take(t["shift_up"], excess)
-    k = k - excess
     too_long = ((c >> _Q_DIG) & _M11) > take(t["max_digits"], (c >> _Q_BASE) & 3)
-    slow = too_long | (exp > 9) | ~fits | (k.abs() > 22) | (end - start >= 2048)
-    k = (k + 22).clamp_(0, 44)
-    value = m.to(torch.float64) * take(t["scale_up"], k) / take(t["scale_down"], k)  # m * 10^k or m / 10^-k
+    slow = too_long | (exp > 9) | (end - start >= 2048)
+    # Clinger's fast path: m < 2^53 times 10^k with |k| <= 22 is one correctly rounded operation
+    rest = real & ~slow & ((m >= 2 ** 53) | (k.abs() > 22))
+    at = (k + 22).clamp_(0, 44)
+    value = m.to(torch.float64) * take(t["scale_up"], at) / take(t["scale_down"], at)  # m * 10^k or m / 10^-k
+    value, left = _exact_rest(value, rest, m, k, B * NT // 64 + 32)
+    slow |= left
     value = torch.where(slow, 0.0, value)
     out_value = torch.zeros((B, T + 1), dtype=torch.float64, device=dev).scatter_(1, tok, value)
     out_slow = torch.zeros((B, T + 1), dtype=torch.bool, device=dev).scatter_(1, tok, slow)
