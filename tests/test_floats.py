@@ -3,6 +3,7 @@
 import importlib
 import random
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -10,8 +11,8 @@ from hypothesis import strategies as st
 floats = importlib.import_module("jupyter_gpuiter.compilers.traditional.floats")
 
 
-def check(ms: list[int], qs: list[int]) -> None:
-    got = floats.to_float64(torch.tensor(ms), torch.tensor(qs)).tolist()
+def check(ms: list[int], qs: list[int], device: str = "cpu") -> None:
+    got = floats.to_float64(torch.tensor(ms, device=device), torch.tensor(qs, device=device)).tolist()
     bad = [(m, q, g) for m, q, g in zip(ms, qs, got) if g != float(f"{m}e{q}")]
     assert not bad, f"{len(bad)} of {len(ms)} differ; first (m, q, got): {bad[0]}, want {float(f'{bad[0][0]}e{bad[0][1]}')}"
 
@@ -23,14 +24,15 @@ def test_any_mantissa_and_exponent(pairs):
     check([m for m, _ in pairs], [q for _, q in pairs])
 
 
-def test_every_power_of_ten_in_range_and_past_it():
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_every_power_of_ten_in_range_and_past_it(device):
     rng = random.Random(0)
     ms, qs = [], []
     for q in range(floats.SMALLEST_Q - 5, floats.LARGEST_Q + 6):
         for digits in (1, 8, 16, 17, 18, 19):
             ms.append(rng.randint(10 ** (digits - 1), min(10 ** digits, 2 ** 63) - 1))
             qs.append(q)
-    check(ms, qs)
+    check(ms, qs, device)
 
 
 def test_exact_ties_round_to_even():
