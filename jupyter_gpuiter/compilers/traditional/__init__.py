@@ -59,6 +59,11 @@ CUDA_CHUNK_CELLS = 1 << 24
 #: so it prefers fewer, larger chunks (the CUDA figures are not measured yet: scripts/chunk-sweep.py).
 MIN_CHUNK_CELLS = {"cpu": 1 << 17, "cuda": 1 << 22}
 PAD_WASTE = 1.1
+#: PAD_WASTE on a CPU with one intra-op thread (a worker process's), where a chunk closing sooner is
+#: faster: two workers took 3-4% less time on 4,096 generated programs (three seeds; 1.0-1.07 alike);
+#: with two threads in one process 1.1 is the faster, as each operation's fork and join favours larger
+#: arrays (docs/performance.md)
+PAD_WASTE_ONE_THREAD = 1.05
 #: lexed chunks are held, to be regrouped by token count, until they make this many chunk budgets of cells
 #: (their Tokens hold ~30 bytes a cell, a thirteenth of a chunk's working memory of ~400)
 REGROUP_CHUNKS = 2
@@ -229,10 +234,11 @@ def _fix_slow_numbers(chunk: Chunk, imms: list, lengths: list[int]) -> None:
         values, dtype=torch.float64, device=dev)
 
 
-def _split(order: list[int], width, height, max_cells: int, min_cells: int) -> list[list[int]]:
+def _split(order: list[int], width, height, max_cells: int, min_cells: int, pad_waste: float = PAD_WASTE
+           ) -> list[list[int]]:
     """`order` (rows sorted by height) cut into chunks: a chunk's cells (its rows times the widest's width) stay
     within max_cells, and past min_cells it closes where padding its rows to the next one's height would make
-    them PAD_WASTE times their heights."""
+    them pad_waste times their heights."""
     heights, widths = np.asarray(height)[order].tolist(), np.asarray(width)[order].tolist()  # (Python ints: faster)
     chunks, start = [], 0
     while start < len(order):
@@ -240,7 +246,7 @@ def _split(order: list[int], width, height, max_cells: int, min_cells: int) -> l
         while stop < len(order):
             n, h, widest_next = stop - start + 1, heights[stop], max(widest, widths[stop])
             cells = n * widest_next
-            if cells > max_cells or (cells > min_cells and n * h > PAD_WASTE * (used + h)):
+            if cells > max_cells or (cells > min_cells and n * h > pad_waste * (used + h)):
                 break
             used, widest, stop = used + h, widest_next, stop + 1
         chunks.append(order[start:stop])
@@ -293,14 +299,15 @@ def _batches(encoded: list[bytes], order: list[int], width, device, max_cells: i
     """compile_to_batches in this process: (indices into encoded, Chunk) per chunk, for the rows in `order`
     (sorted by length, within the size limit)."""
     min_cells = min(MIN_CHUNK_CELLS.get(device.type, max_cells), max_cells)
+    waste = PAD_WASTE_ONE_THREAD if device.type == "cpu" and torch.get_num_threads() == 1 else PAD_WASTE
     batches, lexed, held = [], [], 0
-    byte_chunks = _split(order, width, width, max_cells, min_cells)
+    byte_chunks = _split(order, width, width, max_cells, min_cells, waste)
     for k, sel in enumerate(byte_chunks):
         lexed.append((sel, _lex_chunk([encoded[i] for i in sel], device, timings)))
         held += len(sel) * int(width[sel[-1]])
         if held >= REGROUP_CHUNKS * max_cells or k == len(byte_chunks) - 1:
             batches += [(rows, _token_passes(tk, device, timings))
-                        for rows, tk in _regrouped(lexed, width, max_cells, min_cells, device, timings)]
+                        for rows, tk in _regrouped(lexed, width, max_cells, min_cells, waste, device, timings)]
             lexed, held = [], 0
     return batches
 
@@ -337,7 +344,7 @@ def _from_wire(wire: dict) -> Chunk:
     return Chunk(batch, **rest, **dict.fromkeys(_LOCATING))
 
 
-def _regrouped(lexed, width, max_cells: int, min_cells: int, device, timings):
+def _regrouped(lexed, width, max_cells: int, min_cells: int, pad_waste: float, device, timings):
     """Lexed chunks' rows in new chunks of similar token counts, made one at a time as the caller asks for
     them: (source indices, Tokens) per chunk."""
     tick = _Ticks(timings, device)
@@ -346,7 +353,7 @@ def _regrouped(lexed, width, max_cells: int, min_cells: int, device, timings):
     for p, (sel, tk) in enumerate(lexed):
         part_of[sel], row_of[sel], tokens[sel] = p, np.arange(len(sel)), tk.row_tokens
     order = rows[np.argsort(tokens[rows], kind="stable")].tolist()  # ties keep the byte-length order
-    groups = _split(order, width, tokens, max_cells, min_cells)
+    groups = _split(order, width, tokens, max_cells, min_cells, pad_waste)
     tick("regroup")
     for group in groups:
         tick = _Ticks(timings, device)  # (the caller's passes run between the chunks)
