@@ -233,3 +233,48 @@ def test_default_workers_fit_the_cores_and_half_the_memory_left(monkeypatch):
     monkeypatch.setattr(host, "memory_headroom", lambda: 2 * workers.WORKER_BYTES)
     monkeypatch.setattr(workers, "running", lambda: 2)
     assert workers.default_workers() == 2
+
+
+def test_chunks_stream_in_while_the_workers_go_on_and_a_worker_lost_midway_loses_no_row():
+    sources = generate.generate_batch(1500, 49)
+    want = traditional.compile_batch(sources, workers=1).canonical()
+    pool = workers.pool(2)
+    chunks, _ = traditional.compile_stream(sources, workers=2)
+    first = next(chunks)
+    assert pool._busy.locked() and _pooled([first])  # the call is still in flight: the chunk came as it was done
+    for proc in pool._procs:  # both workers die with chunks of theirs still to come
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    rest = list(chunks)
+    assert pool.broken and not pool._busy.locked()
+    assert any(not _pooled([c]) for c in rest)  # the rows not delivered were compiled here
+    rows = sorted(r for sel, _ in [first, *rest] for r in sel)
+    assert rows == list(range(len(sources)))  # every row exactly once
+    assert traditional.compile_batch(sources, workers=2).canonical() == want  # (a new pool)
+
+
+def test_a_caller_leaving_a_stream_ends_its_workers():
+    sources = generate.generate_batch(1500, 50)
+    pool = workers.pool(2)
+    procs = list(pool._procs)
+    chunks, _ = traditional.compile_stream(sources, workers=2)
+    next(chunks)
+    chunks.close()  # their chunks in flight would otherwise answer the next call
+    assert pool.broken and all(p.poll() is not None for p in procs)
+    assert _pooled(traditional.compile_to_batches(sources, workers=2)[0])
+
+
+def test_an_error_in_a_streamed_part_comes_after_the_other_parts_and_leaves_the_pool_usable(monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", os.path.dirname(__file__) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    import worker_helpers
+
+    pool = workers.pool(2)
+    events = []
+    with (pytest.raises(RuntimeError, match="failed after 3 items"),
+          pool.streaming(worker_helpers.count_then_fail, [(3, True), (5, False)]) as stream):
+        events.extend(stream)
+    assert sorted(e for e in events if e[0] == "item") == [("item", 0, i) for i in range(3)] + [
+        ("item", 1, i) for i in range(5)]
+    assert ("done", 1, 5) in events and not pool.broken
+    with pool.streaming(worker_helpers.count_then_fail, [(2, False)]) as stream:
+        assert list(stream) == [("item", 0, 0), ("item", 0, 1), ("done", 0, 2)]

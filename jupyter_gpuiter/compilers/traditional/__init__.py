@@ -255,8 +255,8 @@ def _split(order: list[int], width, height, max_cells: int, min_cells: int, pad_
 
 
 def compile_to_batches(sources: list[str], device=None, timings: dict | None = None, workers: int | None = None):
-    """The device part: per chunk (indices into `sources`, Chunk). Sources over the size limit are left
-    out (compile_batch reports them).
+    """The device part: per chunk (indices into `sources`, Chunk), and the sources' sizes in bytes. Sources
+    over the size limit are left out (compile_batch reports them).
 
     Sources are lexed in chunks of similar byte length (lex's arrays are [B, L]), then regrouped by token
     count for the later passes (their arrays are [B, T]: rows of one byte length differ in tokens by ±30%,
@@ -267,8 +267,16 @@ def compile_to_batches(sources: list[str], device=None, timings: dict | None = N
     n-th source by length with its share of the memory budget: `workers` None shares a batch of
     POOL_MIN_BYTES or more out to workers.default_workers() processes once they have started (and
     compiles in-process while they start); 0 or 1 compiles in-process; n >= 2 waits for n workers
-    (for batches of at least n sources). Whenever the workers cannot take the batch it is compiled
-    in-process. timings then add up the workers' times."""
+    (for batches of at least n sources). Whatever the workers cannot deliver is compiled in-process.
+    timings then add up the workers' times."""
+    chunks, sizes = compile_stream(sources, device, timings, workers)
+    return list(chunks), sizes
+
+
+def compile_stream(sources: list[str], device=None, timings: dict | None = None, workers: int | None = None):
+    """compile_to_batches as (an iterator of its chunks, the sizes): each chunk comes as soon as it is
+    compiled (a worker's as soon as it arrives), so that the caller can work on it meanwhile. The
+    timings are complete once the iterator is done."""
     device = torch.device(device or "cpu")
     encoded = [encode(s) for s in sources]
     sizes = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
@@ -281,44 +289,57 @@ def compile_to_batches(sources: list[str], device=None, timings: dict | None = N
     else:
         n = min(max(1, workers), worker_processes.MAX_WORKERS)
     pool = worker_processes.pool(n, wait=workers is not None) if 1 < n <= len(order) else None
+    return _stream(encoded, order, sizes, device, max_cells, timings, pool, n), sizes
+
+
+def _stream(encoded: list[bytes], order: list[int], sizes, device, max_cells: int, timings: dict | None, pool, n: int):
+    """The chunks of compile_stream: from the pool's n workers if it takes the batch (the rows a worker
+    that dies leaves undelivered compiled here after), else in this process."""
     if pool is not None:
         parts = [order[k::n] for k in range(n)]
-        replies = pool.map(_compile_part, [([encoded[i] for i in part], max_cells // n) for part in parts])
-        if replies is not None:  # (None: the pool could not take it)
-            batches = []
-            for part, (chunks, part_timings) in zip(parts, replies):
-                batches += [([part[j] for j in rows], _from_wire(wire)) for rows, wire in chunks]
-                if timings is not None:
-                    for name, seconds in part_timings.items():
-                        timings[name] = timings.get(name, 0.0) + seconds
-            return batches, sizes
-    return _batches(encoded, order, sizes + 1, device, max_cells, timings), sizes
+        left = [set(range(len(part))) for part in parts]  # rows of each part not delivered yet
+        with pool.streaming(_compile_part, [([encoded[i] for i in part], max_cells // n) for part in parts]) as events:
+            if events is not None:
+                try:
+                    for event, k, value in events:
+                        if event == "item":
+                            rows, wire = value
+                            left[k].difference_update(rows)
+                            yield [parts[k][j] for j in rows], _from_wire(wire)
+                        elif timings is not None:
+                            for name, seconds in value.items():
+                                timings[name] = timings.get(name, 0.0) + seconds
+                    return
+                except worker_processes.WorkerLost:
+                    rest = {parts[k][j] for k in range(n) for j in left[k]}
+                    order = [i for i in order if i in rest]
+    yield from _batches(encoded, order, sizes + 1, device, max_cells, timings)
 
 
 def _batches(encoded: list[bytes], order: list[int], width, device, max_cells: int, timings: dict | None):
-    """compile_to_batches in this process: (indices into encoded, Chunk) per chunk, for the rows in `order`
-    (sorted by length, within the size limit)."""
+    """Chunks compiled in this process, each as soon as it is done: (indices into encoded, Chunk), for the
+    rows in `order` (sorted by length, within the size limit)."""
     min_cells = min(MIN_CHUNK_CELLS.get(device.type, max_cells), max_cells)
     waste = PAD_WASTE_ONE_THREAD if device.type == "cpu" and torch.get_num_threads() == 1 else PAD_WASTE
-    batches, lexed, held = [], [], 0
+    lexed, held = [], 0
     byte_chunks = _split(order, width, width, max_cells, min_cells, waste)
     for k, sel in enumerate(byte_chunks):
         lexed.append((sel, _lex_chunk([encoded[i] for i in sel], device, timings)))
         held += len(sel) * int(width[sel[-1]])
         if held >= REGROUP_CHUNKS * max_cells or k == len(byte_chunks) - 1:
-            batches += [(rows, _token_passes(tk, device, timings))
-                        for rows, tk in _regrouped(lexed, width, max_cells, min_cells, waste, device, timings)]
+            for rows, tk in _regrouped(lexed, width, max_cells, min_cells, waste, device, timings):
+                yield rows, _token_passes(tk, device, timings)
             lexed, held = [], 0
-    return batches
 
 
-def _compile_part(encoded: list[bytes], max_cells: int) -> tuple[list, dict]:
-    """A worker process's part of a batch (sources sorted by length, within the size limit): its chunks
-    as (rows of the part, _to_wire of the chunk), and its pass timings."""
+def _compile_part(encoded: list[bytes], max_cells: int):
+    """A worker process's part of a batch (sources sorted by length, within the size limit): yields its
+    chunks as (rows of the part, _to_wire of the chunk) as they are compiled; returns its pass timings."""
     timings: dict = {}
     width = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)) + 1
-    batches = _batches(encoded, list(range(len(encoded))), width, torch.device("cpu"), max_cells, timings)
-    return [(rows, _to_wire(chunk)) for rows, chunk in batches], timings
+    for rows, chunk in _batches(encoded, list(range(len(encoded))), width, torch.device("cpu"), max_cells, timings):
+        yield rows, _to_wire(chunk)
+    return timings
 
 
 _LOCATING = ("imm_token", "token_start", "token_end", "data")  # what host_literals reads
@@ -377,14 +398,16 @@ def compile_batch(sources: Sequence[str], device=None, timings: dict | None = No
     from ..result import BatchResult
 
     sources = list(sources)
-    batches, sizes = compile_to_batches(sources, device, timings, workers)
+    chunks, sizes = compile_stream(sources, device, timings, workers)
+    batches = []  # (rows, Chunk), kept for _assemble
     results: list = [None] * len(sources)
     for i in np.nonzero(sizes > spec.MAX_SOURCE_BYTES)[0].tolist():
         results[i] = CompileError("too-large", 1, 1, f"source is {sizes[i]:,} bytes; the limit is "
                                   f"{spec.MAX_SOURCE_BYTES:,}", sources[i])
     rechecked = []  # rows the serial compiler compiled again (exact.py)
     with gc_paused():
-        for sel, chunk in batches:
+        for sel, chunk in chunks:  # each as it comes: worker processes compile the next ones meanwhile
+            batches.append((sel, chunk))
             ops, args, imms, lengths, n_params, error = chunk.batch.host_rows()
             _fix_slow_numbers(chunk, imms, lengths)
             msgs = chunk.message.cpu().tolist()

@@ -6,7 +6,8 @@ torch's intra-op threads split each of the passes' many small operations, which 
 
 Each worker is a fresh interpreter (`_serve`) in a session of its own, talking to its parent over two
 pipes with multiprocessing's Connection (length-prefixed pickles); it exits when the parent's end
-closes. The pool serves one call at a time. Whatever goes wrong with it (a worker that cannot start
+closes. The pool serves one call at a time: `map` (a result a worker) or `streaming` (a generator
+function's items as each worker makes them, so that the caller works on them while the workers go on). Whatever goes wrong with it (a worker that cannot start
 or dies, a call from another thread in flight, an interrupt) leaves the batch to the caller, who
 compiles it in-process; an interrupt is raised again once the workers are gone.
 """
@@ -15,13 +16,14 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import inspect
 import os
 import subprocess
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection, wait
 
 import torch
@@ -42,6 +44,11 @@ START_TIMEOUT = 120
 #: a worker's resident memory, budgeted (330-345 MB measured after a 4,096-program batch on the CPU)
 WORKER_BYTES = 384 << 20
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+class WorkerLost(RuntimeError):
+    """A worker died (or its pipe broke) during a streamed call: the pool is closed, and the items not
+    yet received are the caller's to make."""
 
 
 def available() -> bool:
@@ -150,36 +157,70 @@ class WorkerPool:
         """[fn(*part) for part in parts] with a worker each (at most `workers` parts; fn a module-level
         function). None when the pool is busy with another thread's call, or broke (which closes it):
         the caller then does the work itself. An error in fn is raised here."""
+        with self.streaming(fn, parts) as events:
+            if events is None:
+                return None
+            results: list = [None] * len(parts)
+            try:
+                for event, k, value in events:
+                    if event == "done":
+                        results[k] = value
+            except WorkerLost:
+                return None
+            return results
+
+    @contextlib.contextmanager
+    def streaming(self, fn: Callable, parts: Sequence[tuple]):
+        """Run fn(*part) in a worker each, fn a module-level generator function, as a context: its value is
+        an iterator of events ("item", part index, item) as the items arrive and ("done", part index, fn's
+        return value), or None when the pool cannot take the call (busy with another thread's, or broken).
+        The iterator raises WorkerLost when a worker dies on the way, and an error in fn once the other
+        workers are done. Leaving the block before the iterator ends closes the pool (the items in flight
+        would answer the next call)."""
         if len(parts) > self.workers:
             raise ValueError(f"{len(parts)} parts for {self.workers} workers")
         if not self._busy.acquire(blocking=False):
-            return None
+            yield None
+            return
         try:
-            return self._map(fn, parts)
+            if not self.wait():
+                yield None
+                return
+            done = [False] * len(parts)
+            try:
+                yield self._events(fn, parts, done)
+            finally:
+                if not all(done):
+                    self.close(kill=True)
         finally:
             self._busy.release()
 
-    def _map(self, fn: Callable, parts: Sequence[tuple]) -> list | None:
-        if not self.wait():
-            return None
+    def _events(self, fn: Callable, parts: Sequence[tuple], done: list[bool]) -> Iterator[tuple]:
         inbox, outbox = self._inbox[:len(parts)], self._outbox[:len(parts)]
+        failed = []
         try:
             for out, part in zip(outbox, parts):
                 out.send((fn, part))
-            replies: dict = {}
-            while len(replies) < len(parts):  # as they come: a worker done first is not left blocked writing
-                for conn in wait([c for c in inbox if c not in replies]):
-                    replies[conn] = conn.recv()
+            while not all(done):
+                for conn in wait([c for c, d in zip(inbox, done) if not d]):
+                    k = inbox.index(conn)
+                    tag, value = conn.recv()
+                    if tag == "item":
+                        yield "item", k, value
+                        continue
+                    done[k] = True
+                    if tag:
+                        yield "done", k, value
+                    else:
+                        failed.append(value)
         except (EOFError, OSError):
             self.close(kill=True)
-            return None
-        except BaseException:  # an interrupt: the replies on their way would answer the next call, so the
-            self.close(kill=True)  # workers go at once (they hold nothing but their part)
+            raise WorkerLost("a compile worker died during the call") from None
+        except BaseException:  # an interrupt, or the caller leaving: the workers go at once
+            self.close(kill=True)
             raise
-        failed = [text for ok, text in replies.values() if not ok]
         if failed:
             raise RuntimeError(f"a compile worker failed:\n{failed[0]}")
-        return [replies[conn][1] for conn in inbox]
 
     def close(self, kill: bool = False) -> None:
         """End the workers: idle ones exit when their pipe closes (a stuck one is killed after 5 s);
@@ -270,7 +311,8 @@ if hasattr(os, "register_at_fork"):
 
 
 def _serve(down: int, up: int, threads: int) -> None:
-    """A worker's loop: (function, arguments) in, (True, result) or (False, traceback text) out."""
+    """A worker's loop: (function, arguments) in, (True, result) or (False, traceback text) out; a
+    generator function's items go out first, each as ("item", item), and its return value is the result."""
     torch.set_num_threads(threads)
     from . import compile_to_batches  # noqa: F401 - import the compiler before saying it is ready
 
@@ -280,9 +322,31 @@ def _serve(down: int, up: int, threads: int) -> None:
         while True:
             fn, args = inbox.recv()
             try:
-                reply = True, fn(*args)
+                result = fn(*args)
+                if inspect.isgenerator(result):
+                    result = _send_items(result, outbox)
+                reply = True, result
+            except _ParentGone:
+                return
             except Exception:  # noqa: BLE001 - every failure goes back to the caller
                 reply = False, traceback.format_exc()
             outbox.send(reply)
     except (EOFError, OSError):  # the parent closed the pool, or exited
         return
+
+
+class _ParentGone(Exception):
+    """The pipe to the parent broke while a worker sent an item."""
+
+
+def _send_items(gen, outbox: Connection):
+    """Send a generator's items as ("item", item); its return value."""
+    while True:
+        try:
+            item = next(gen)
+        except StopIteration as stop:
+            return stop.value
+        try:
+            outbox.send(("item", item))
+        except (EOFError, OSError):
+            raise _ParentGone from None
