@@ -33,20 +33,13 @@ OP_NAMES = [op.name for op in spec.IR_OPS]
 def gc_paused():
     """Pause the cyclic garbage collector while unpacking a batch into host objects: the hundreds of
     thousands of lists and tuples would otherwise trigger hundreds of young collections and, every few
-    batches, a full one (up to half the host time). The objects hold no cycles. When the block exits
-    they move straight to the oldest generation (gc.freeze() then gc.unfreeze(): two list splices),
-    so that no young collection walks them all on the first allocation after (15 ms of a 4,096-program
-    batch); whatever else was made meanwhile meets the collector at its next full collection. Not while
-    objects are frozen already (gc.freeze() for a fork, say): unfreezing would thaw them. The collector
-    then resumes (if it was on)."""
+    batches, a full one (up to half the host time). The objects hold no cycles; the collector resumes
+    (if it was on) when the block exits."""
     was_on = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
-        if not gc.get_freeze_count():  # (someone else's frozen objects stay frozen)
-            gc.freeze()
-            gc.unfreeze()
         if was_on:
             gc.enable()
 

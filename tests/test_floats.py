@@ -14,7 +14,9 @@ floats = importlib.import_module("jupyter_gpuiter.compilers.traditional.floats")
 def check(ms: list[int], qs: list[int], device: str = "cpu") -> None:
     got = floats.to_float64(torch.tensor(ms, device=device), torch.tensor(qs, device=device)).tolist()
     bad = [(m, q, g) for m, q, g in zip(ms, qs, got) if g != float(f"{m}e{q}")]
-    assert not bad, f"{len(bad)} of {len(ms)} differ; first (m, q, got): {bad[0]}, want {float(f'{bad[0][0]}e{bad[0][1]}')}"
+    if bad:
+        m, q, g = bad[0]
+        raise AssertionError(f"{len(bad)} of {len(ms)} differ; first: {m}e{q} gave {g!r}, not {float(f'{m}e{q}')!r}")
 
 
 @settings(max_examples=300, deadline=None)

@@ -37,7 +37,8 @@ MEMINFO = "MemTotal:       65000000 kB\nMemAvailable:   {} kB\n"
       "/proc/meminfo": MEMINFO.format(1_048_576)}, 16, GiB),
     # cgroup v1 (a host path in /proc/self/cgroup, the container's own cgroup at the mount's root): half a CPU
     ({"/proc/self/cgroup": "4:memory:/docker/abc\n3:cpu,cpuacct:/docker/abc\n0::/\n",
-      "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us": "50000\n", "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us": "100000\n",
+      "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us": "50000\n",
+      "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us": "100000\n",
       "/sys/fs/cgroup/memory/memory.limit_in_bytes": f"{GiB}\n",
       "/sys/fs/cgroup/memory/memory.usage_in_bytes": f"{GiB // 4}\n",
       "/proc/meminfo": MEMINFO.format(60_000_000)}, 1, 3 * GiB // 4),

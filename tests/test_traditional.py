@@ -204,8 +204,8 @@ _BASE_DIGITS = {"x": "0123456789abcdefABCDEF", "o": "01234567", "b": "01"}
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 999) | st.integers(0, 10 ** 20), st.integers(0, 6), st.sampled_from(["e", "E-", "e+", ""]),
-                          st.integers(0, 45)), min_size=1, max_size=30))
+@given(st.lists(st.tuples(st.integers(0, 999) | st.integers(0, 10 ** 20), st.integers(0, 6),
+                          st.sampled_from(["e", "E-", "e+", ""]), st.integers(0, 45)), min_size=1, max_size=30))
 def test_decimal_literals_valued_on_the_device_are_exact(drawn):
     """Whatever lex values itself equals the host's value of the literal (the rest it leaves to the host)."""
     from jupyter_gpuiter.compilers.traditional.lex import lex

@@ -226,7 +226,8 @@ def test_default_workers_fit_the_cores_and_half_the_memory_left(monkeypatch):
     monkeypatch.setattr(host, "usable_cores", lambda: 1)  # a container's one-CPU quota: in-process
     assert workers.default_workers() == 1
     monkeypatch.setattr(host, "usable_cores", lambda: 4)
-    for free, n in ((0, 1), (3 * workers.WORKER_BYTES, 1), (4 * workers.WORKER_BYTES, 2), (100 * workers.WORKER_BYTES, 4)):
+    for budgets, n in ((0, 1), (3, 1), (4, 2), (100, 4)):  # memory left, in workers' budgets
+        free = budgets * workers.WORKER_BYTES
         monkeypatch.setattr(host, "memory_headroom", lambda free=free: free)
         assert workers.default_workers() == n, free
     # a running pool's workers count as memory of its own: its size holds while memory stays as it is
@@ -251,6 +252,53 @@ def test_chunks_stream_in_while_the_workers_go_on_and_a_worker_lost_midway_loses
     rows = sorted(r for sel, _ in [first, *rest] for r in sel)
     assert rows == list(range(len(sources)))  # every row exactly once
     assert traditional.compile_batch(sources, workers=2).canonical() == want  # (a new pool)
+
+
+def test_compile_batch_with_its_workers_lost_midway_gives_what_one_process_does(monkeypatch):
+    sources = _sources()
+    alone = traditional.compile_batch(sources, workers=1)
+    real = traditional.compile_stream
+
+    def killing_after_the_first_chunk(*args, **kwargs):
+        chunks, sizes = real(*args, **kwargs)
+
+        def chunks_then_kill():
+            for k, chunk in enumerate(chunks):
+                yield chunk
+                if k == 0:
+                    for proc in workers._POOL._procs:
+                        os.kill(proc.pid, signal.SIGKILL)
+                        proc.wait(30)
+        return chunks_then_kill(), sizes
+
+    monkeypatch.setattr(traditional, "compile_stream", killing_after_the_first_chunk)
+    workers.pool(2)
+    got = traditional.compile_batch(sources, workers=2)
+    assert workers._POOL.broken and not workers._POOL._busy.locked()
+    assert got.canonical() == alone.canonical() and got.batch.messages == alone.batch.messages
+    for name in ("ops", "args", "lengths", "n_params", "error"):
+        assert torch.equal(getattr(got.batch, name), getattr(alone.batch, name)), name
+
+
+def test_an_interrupt_while_compile_batch_unpacks_a_chunk_ends_the_workers(monkeypatch):
+    """compile_batch closes its stream: the pool is not left held by a suspended stream (which Jupyter's
+    last traceback would keep alive), and the next batch gets a new pool."""
+    sources = generate.generate_batch(1500, 51)
+    pool = workers.pool(2)
+    procs = list(pool._procs)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(traditional, "_fix_slow_numbers", interrupted)  # the first chunk's host unpacking
+    try:
+        traditional.compile_batch(sources, workers=2)
+    except KeyboardInterrupt:
+        last = sys.exc_info()  # kept, as IPython keeps sys.last_traceback (with compile_batch's frame)
+    assert last[0] is KeyboardInterrupt
+    assert pool.broken and not pool._busy.locked() and all(p.poll() is not None for p in procs)
+    monkeypatch.undo()
+    assert _pooled(traditional.compile_to_batches(sources, workers=2)[0])
 
 
 def test_a_caller_leaving_a_stream_ends_its_workers():

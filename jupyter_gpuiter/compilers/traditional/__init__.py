@@ -14,6 +14,7 @@ hash collision misled a pass (crafted sources only).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 import time
@@ -267,8 +268,9 @@ def compile_to_batches(sources: list[str], device=None, timings: dict | None = N
     n-th source by length with its share of the memory budget: `workers` None shares a batch of
     POOL_MIN_BYTES or more out to workers.default_workers() processes once they have started (and
     compiles in-process while they start); 0 or 1 compiles in-process; n >= 2 waits for n workers
-    (for batches of at least n sources). Whatever the workers cannot deliver is compiled in-process.
-    timings then add up the workers' times."""
+    (for batches of at least n sources). What the workers cannot take, or leave undelivered when one
+    dies, is compiled in-process; a Python error in a worker is raised here. timings then add up the
+    workers' times."""
     chunks, sizes = compile_stream(sources, device, timings, workers)
     return list(chunks), sizes
 
@@ -276,7 +278,8 @@ def compile_to_batches(sources: list[str], device=None, timings: dict | None = N
 def compile_stream(sources: list[str], device=None, timings: dict | None = None, workers: int | None = None):
     """compile_to_batches as (an iterator of its chunks, the sizes): each chunk comes as soon as it is
     compiled (a worker's as soon as it arrives), so that the caller can work on it meanwhile. The
-    timings are complete once the iterator is done."""
+    timings are complete once the iterator is done. Exhaust the iterator or close it: one left
+    suspended holds the worker pool (a caller that closes it early ends the workers)."""
     device = torch.device(device or "cpu")
     encoded = [encode(s) for s in sources]
     sizes = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
@@ -293,8 +296,9 @@ def compile_stream(sources: list[str], device=None, timings: dict | None = None,
 
 
 def _stream(encoded: list[bytes], order: list[int], sizes, device, max_cells: int, timings: dict | None, pool, n: int):
-    """The chunks of compile_stream: from the pool's n workers if it takes the batch (the rows a worker
-    that dies leaves undelivered compiled here after), else in this process."""
+    """The chunks of compile_stream: from the pool's n workers if it takes the batch, else in this
+    process. A worker that dies ends the pool, and the rows of every part not delivered by then are
+    compiled here after."""
     if pool is not None:
         parts = [order[k::n] for k in range(n)]
         left = [set(range(len(part))) for part in parts]  # rows of each part not delivered yet
@@ -405,7 +409,7 @@ def compile_batch(sources: Sequence[str], device=None, timings: dict | None = No
         results[i] = CompileError("too-large", 1, 1, f"source is {sizes[i]:,} bytes; the limit is "
                                   f"{spec.MAX_SOURCE_BYTES:,}", sources[i])
     rechecked = []  # rows the serial compiler compiled again (exact.py)
-    with gc_paused():
+    with contextlib.closing(chunks), gc_paused():  # (an interrupt here must not leave the pool held)
         for sel, chunk in chunks:  # each as it comes: worker processes compile the next ones meanwhile
             batches.append((sel, chunk))
             ops, args, imms, lengths, n_params, error = chunk.batch.host_rows()

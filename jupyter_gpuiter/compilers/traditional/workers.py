@@ -7,7 +7,8 @@ torch's intra-op threads split each of the passes' many small operations, which 
 Each worker is a fresh interpreter (`_serve`) in a session of its own, talking to its parent over two
 pipes with multiprocessing's Connection (length-prefixed pickles); it exits when the parent's end
 closes. The pool serves one call at a time: `map` (a result a worker) or `streaming` (a generator
-function's items as each worker makes them, so that the caller works on them while the workers go on). Whatever goes wrong with it (a worker that cannot start
+function's items as each worker makes them, so that the caller works on them while the workers go
+on). Whatever goes wrong with it (a worker that cannot start
 or dies, a call from another thread in flight, an interrupt) leaves the batch to the caller, who
 compiles it in-process; an interrupt is raised again once the workers are gone.
 """
@@ -171,12 +172,13 @@ class WorkerPool:
 
     @contextlib.contextmanager
     def streaming(self, fn: Callable, parts: Sequence[tuple]):
-        """Run fn(*part) in a worker each, fn a module-level generator function, as a context: its value is
-        an iterator of events ("item", part index, item) as the items arrive and ("done", part index, fn's
-        return value), or None when the pool cannot take the call (busy with another thread's, or broken).
-        The iterator raises WorkerLost when a worker dies on the way, and an error in fn once the other
-        workers are done. Leaving the block before the iterator ends closes the pool (the items in flight
-        would answer the next call)."""
+        """Run fn(*part) in a worker each (fn a module-level function), as a context: its value is an
+        iterator of events, ("item", part index, item) for each item of a generator function as it
+        arrives and ("done", part index, fn's return value), or None when the pool cannot take the call
+        (busy with another thread's, or broken). The iterator raises WorkerLost when a worker dies on
+        the way (the pool is then closed), and an error in fn once the other workers are done. Leaving
+        the block once the parts are sent and before the iterator ends closes the pool (the items in
+        flight would answer the next call)."""
         if len(parts) > self.workers:
             raise ValueError(f"{len(parts)} parts for {self.workers} workers")
         if not self._busy.acquire(blocking=False):
@@ -187,18 +189,20 @@ class WorkerPool:
                 yield None
                 return
             done = [False] * len(parts)
+            sent: list[bool] = []
             try:
-                yield self._events(fn, parts, done)
+                yield self._events(fn, parts, done, sent)
             finally:
-                if not all(done):
+                if sent and not all(done):
                     self.close(kill=True)
         finally:
             self._busy.release()
 
-    def _events(self, fn: Callable, parts: Sequence[tuple], done: list[bool]) -> Iterator[tuple]:
+    def _events(self, fn: Callable, parts: Sequence[tuple], done: list[bool], sent: list[bool]) -> Iterator[tuple]:
         inbox, outbox = self._inbox[:len(parts)], self._outbox[:len(parts)]
         failed = []
         try:
+            sent.append(True)
             for out, part in zip(outbox, parts):
                 out.send((fn, part))
             while not all(done):
