@@ -21,7 +21,7 @@ from jupyter_gpuiter.compilers import traditional
 from jupyter_gpuiter.ir import Program, ProgramBatch
 from jupyter_gpuiter.lang import generate, spec
 from jupyter_gpuiter.lang.errors import CompileError
-from jupyter_gpuiter.lang.lexer import tokenize
+from jupyter_gpuiter.lang.lexer import number_value, tokenize
 
 
 def comparable(canonical: str) -> str:
@@ -203,29 +203,33 @@ def test_literals_past_the_fast_path_beyond_a_chunks_room_go_to_the_host():
 _BASE_DIGITS = {"x": "0123456789abcdefABCDEF", "o": "01234567", "b": "01"}
 
 
+def lexed_literals(lits: list[str]) -> tuple[list[tuple[float, bool]], list[str]]:
+    """Per literal, lex's (value, left to the host) in `return x + <literal>`; and those sources."""
+    from jupyter_gpuiter.compilers.traditional.lex import lex
+    from jupyter_gpuiter.compilers.traditional.pack import pack
+
+    srcs = [f"def f(x):\n    return x + {lit}\n" for lit in lits]
+    data, lengths = pack(srcs, "cpu")
+    tk = lex(data, lengths, 4096)
+    at = [row.index(spec.TOK["number"]) for row in tk.kind.tolist()]
+    return [(float(tk.value[i, j]), bool(tk.slow_number[i, j])) for i, j in enumerate(at)], srcs
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 999) | st.integers(0, 10 ** 20), st.integers(0, 6),
                           st.sampled_from(["e", "E-", "e+", ""]), st.integers(0, 45)), min_size=1, max_size=30))
 def test_decimal_literals_valued_on_the_device_are_exact(drawn):
     """Whatever lex values itself equals the host's value of the literal (the rest it leaves to the host)."""
-    from jupyter_gpuiter.compilers.traditional.lex import lex
-    from jupyter_gpuiter.compilers.traditional.pack import pack
-    from jupyter_gpuiter.lang.lexer import number_value
-
     lits = []
     for mantissa, point, sign, exponent in drawn:
         digits = str(mantissa)
         at = max(0, len(digits) - point)
         lits.append(digits[:at] + "." + digits[at:] + (f"{sign}{exponent}" if sign else "") if point else
                     digits + (f"{sign}{exponent}" if sign else ""))
-    srcs = [f"def f(x):\n    return x + {lit}\n" for lit in lits]
-    data, lengths = pack(srcs, "cpu")
-    tk = lex(data, lengths, 4096)
-    number = spec.TOK["number"]
-    for i, lit in enumerate(lits):
-        at = tk.kind[i].tolist().index(number)
-        if not tk.slow_number[i, at]:
-            assert float(tk.value[i, at]) == number_value(lit), lit
+    lexed, srcs = lexed_literals(lits)
+    for lit, (value, host) in zip(lits, lexed):
+        if not host:
+            assert value == number_value(lit), lit
     assert_agree(srcs)
 
 
@@ -235,26 +239,19 @@ def test_decimal_literals_valued_on_the_device_are_exact(drawn):
 def test_base_literals_are_valued_on_the_device(drawn):
     """Hex, octal and binary literals of up to _MAX_DIGITS digits (the 0 of the prefix counted) get their
     exact value from lex itself; longer ones are left to the host; both agree with the serial compiler."""
-    from jupyter_gpuiter.compilers.traditional.lex import _MAX_DIGITS, lex
-    from jupyter_gpuiter.compilers.traditional.pack import pack
-    from jupyter_gpuiter.lang.lexer import number_value
+    from jupyter_gpuiter.compilers.traditional.lex import _MAX_DIGITS
 
     lits = []
     for prefix, picks, underscores in drawn:
         alphabet = _BASE_DIGITS[prefix.lower()]
         digits = [alphabet[p % len(alphabet)] for p in picks]
         lits.append("0" + prefix + "".join(("_" if u else "") + d for d, u in zip(digits, underscores)))
-    srcs = [f"def f(x):\n    return x + {lit}\n" for lit in lits]
-    data, lengths = pack(srcs, "cpu")
-    tk = lex(data, lengths, 4096)
-    number = spec.TOK["number"]
-    for i, lit in enumerate(lits):
-        at = tk.kind[i].tolist().index(number)
+    lexed, srcs = lexed_literals(lits)
+    for lit, (value, host) in zip(lits, lexed):
         n_digits = 1 + sum(c not in "_" for c in lit[2:])
-        host = n_digits > _MAX_DIGITS["_xob".index(lit[1].lower())]
-        assert bool(tk.slow_number[i, at]) == host, lit
+        assert host == (n_digits > _MAX_DIGITS["_xob".index(lit[1].lower())]), lit
         if not host:
-            assert float(tk.value[i, at]) == number_value(lit), lit
+            assert value == number_value(lit), lit
     assert_agree(srcs)
 
 

@@ -8,9 +8,9 @@ Each worker is a fresh interpreter (`_serve`) in a session of its own, talking t
 pipes with multiprocessing's Connection (length-prefixed pickles); it exits when the parent's end
 closes. The pool serves one call at a time: `map` (a result a worker) or `streaming` (a generator
 function's items as each worker makes them, so that the caller works on them while the workers go
-on). Whatever goes wrong with it (a worker that cannot start
-or dies, a call from another thread in flight, an interrupt) leaves the batch to the caller, who
-compiles it in-process; an interrupt is raised again once the workers are gone.
+on). Whatever goes wrong with it (a worker that cannot start or dies, a call from another thread in
+flight, an interrupt) leaves the batch, or the rows not delivered yet, to the caller, who compiles
+them in-process; an interrupt is raised again once the workers are gone.
 """
 
 from __future__ import annotations
