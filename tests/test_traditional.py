@@ -177,11 +177,15 @@ def test_slow_number_literals_are_exact():
     lits = ["0x1F", "0o17", "0b101", "123456789012345678901", "1e300", "1e-300", "2.2250738585072014e-308",
             "0.1", "9007199254740993", "4.35", "1_0.5e1_0", "7e22", "7e23", "1" * 400, "9.E+27", "1e37", "9e37",
             "10e36", "1e38", "0e400", "9007199254740991e22", "9007199254740992e22", "9007199254740991e23",
-            "0x" + "f" * 13, "0x1" + "0" * 13, "0b" + "1" * 31, "0o" + "7" * 17]
+            "0x" + "f" * 13, "0x1" + "0" * 13, "0b" + "1" * 31, "0o" + "7" * 17, "0x" + "f" * 14,
+            # past 2^53 with a point: converting m, then dividing, would round twice
+            "9007199254740993.0", "4503599627370497.5", "1234567890123456.7", "9_007_199_254_740_993.0"]
     # past 10^22, the largest mantissa each excess power of ten allows, and one more
     lits += [f"{m}e{22 + e}" for e in range(18) for m in (1, (2 ** 53 - 1) // 10 ** e, (2 ** 53 - 1) // 10 ** e + 1)]
     srcs = [f"def f(x):\n    return x + {lit}\n" for lit in lits]
     assert_agree(srcs)
+    for lit in lits:  # one at a time, so that no other literal sets the host's hint
+        lexed_literals([lit])
 
 
 def test_literals_past_the_fast_path_beyond_a_chunks_room_go_to_the_host():
@@ -204,15 +208,21 @@ _BASE_DIGITS = {"x": "0123456789abcdefABCDEF", "o": "01234567", "b": "01"}
 
 
 def lexed_literals(lits: list[str]) -> tuple[list[tuple[float, bool]], list[str]]:
-    """Per literal, lex's (value, left to the host) in `return x + <literal>`; and those sources."""
-    from jupyter_gpuiter.compilers.traditional.lex import lex
+    """Per literal, lex's (value, left to the host) in `return x + <literal>`; and those sources. Also
+    checks the host's hint: where may_hold_hard_literals says no literal needs more than Clinger's fast
+    path, lex gives the same without floats.py."""
+    from jupyter_gpuiter.compilers.traditional.lex import lex, may_hold_hard_literals
     from jupyter_gpuiter.compilers.traditional.pack import pack
 
     srcs = [f"def f(x):\n    return x + {lit}\n" for lit in lits]
     data, lengths = pack(srcs, "cpu")
-    tk = lex(data, lengths, 4096)
-    at = [row.index(spec.TOK["number"]) for row in tk.kind.tolist()]
-    return [(float(tk.value[i, j]), bool(tk.slow_number[i, j])) for i, j in enumerate(at)], srcs
+    results = []
+    for hard in {True, may_hold_hard_literals(srcs)}:
+        tk = lex(data, lengths, 4096, hard_literals=hard)
+        at = [row.index(spec.TOK["number"]) for row in tk.kind.tolist()]
+        results.append([(float(tk.value[i, j]), bool(tk.slow_number[i, j])) for i, j in enumerate(at)])
+    assert results[0] == results[-1]
+    return results[0], srcs
 
 
 @settings(max_examples=60, deadline=None)
@@ -451,3 +461,16 @@ def test_regrouped_rows_equal_the_same_rows_lexed_together():
             assert g.dtype == w.dtype and torch.equal(g, w), field.name
         else:
             assert g == w, field.name
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 10 ** 20), st.integers(0, 22), st.integers(0, 30))
+def test_the_hard_literal_hint_misses_no_literal_past_the_fast_path(mantissa, point, exponent):
+    """One literal at a time (so that no other one in the chunk sets the hint), with and without an
+    exponent and underscores: lex with the host's hint equals lex with floats.py always on."""
+    digits = str(mantissa)
+    at = max(0, len(digits) - point)
+    plain = digits[:at] + "." + digits[at:] if point else digits
+    grouped = "_".join(digits[max(0, i - 3):i] for i in range(len(digits), 0, -3)[::-1])
+    for lit in (plain, f"{plain}e{exponent}", f"{plain}e-{exponent}", grouped, f"0x{mantissa:x}", f"0o{mantissa:o}"):
+        lexed_literals([lit])

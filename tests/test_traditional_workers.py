@@ -237,7 +237,9 @@ def test_default_workers_fit_the_cores_and_half_the_memory_left(monkeypatch):
 
 
 def test_chunks_stream_in_while_the_workers_go_on_and_a_worker_lost_midway_loses_no_row():
-    sources = generate.generate_batch(1500, 49)
+    # (each worker's chunks make ~4 MB, more than its 1 MiB pipe holds: it cannot be done by the time
+    # the first chunk is read)
+    sources = generate.generate_batch(4096, 49)
     want = traditional.compile_batch(sources, workers=1).canonical()
     pool = workers.pool(2)
     chunks, _ = traditional.compile_stream(sources, workers=2)
@@ -255,7 +257,7 @@ def test_chunks_stream_in_while_the_workers_go_on_and_a_worker_lost_midway_loses
 
 
 def test_compile_batch_with_its_workers_lost_midway_gives_what_one_process_does(monkeypatch):
-    sources = _sources()
+    sources = _sources() + generate.generate_batch(3000, 52)  # (more than the pipes hold, as above)
     alone = traditional.compile_batch(sources, workers=1)
     real = traditional.compile_stream
 

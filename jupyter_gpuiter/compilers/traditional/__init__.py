@@ -34,7 +34,7 @@ from . import workers as worker_processes
 from .codegen import codegen
 from .common import NO_ERROR, decode_keys, error_key
 from .exact import collisions
-from .lex import Tokens, lex
+from .lex import Tokens, lex, may_hold_hard_literals
 from .pack import encode, pack
 from .parse import parse
 from .regroup import regroup
@@ -187,7 +187,7 @@ def _lex_chunk(sources: Sequence[str | bytes], device, timings: dict | None = No
         tick("pack")
         max_tokens = min(data.shape[1] + 1, 2 * spec.MAX_TOKENS + 2)
         has_cr = any((b"\r" if isinstance(s, bytes) else "\r") in s for s in sources)  # host-side: no sync
-        tk = lex(data, lengths, max_tokens, has_cr)
+        tk = lex(data, lengths, max_tokens, has_cr, may_hold_hard_literals(sources))
         tick("lex")
     return tk
 

@@ -18,6 +18,7 @@ gather on an expanded table, and a full-mask `where` or a bool argmax is avoided
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import torch
@@ -253,8 +254,22 @@ def _run_dfa(x: torch.Tensor, t: dict) -> torch.Tensor:
     return out
 
 
-def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int, has_cr: bool = True) -> Tokens:
-    """Tokens of sources [B, L] (has_cr=False: the caller knows they hold no CR byte)."""
+# where a source may hold a literal past Clinger's fast path: an exponent, or 16 digits and a point (17
+# digits, points and underscores in a row); an integer (hex, octal and binary ones too) never is one, as
+# converting it to float64 rounds it once
+HARD_LITERAL = {True: re.compile(rb"[0-9.][eE]|[0-9._]{17}"), False: re.compile(r"[0-9.][eE]|[0-9._]{17}")}
+
+
+def may_hold_hard_literals(sources) -> bool:
+    """Whether any source (str, or bytes from pack.encode) may hold a literal past Clinger's fast path
+    (HARD_LITERAL: names and comments may match too, never a literal that does not)."""
+    return any(HARD_LITERAL[isinstance(s, bytes)].search(s) for s in sources)
+
+
+def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int, has_cr: bool = True,
+        hard_literals: bool = True) -> Tokens:
+    """Tokens of sources [B, L] (has_cr=False: the caller knows they hold no CR byte; hard_literals=False:
+    the caller knows no literal needs more than Clinger's fast path, may_hold_hard_literals)."""
     t = _tables(data.device)
     dev = data.device
     B, L0 = data.shape
@@ -383,7 +398,8 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int, has_cr: bool
     kind += kw_delta * (is_kw & (kind == spec.TOK["name"]))
 
     prefix_bad = (kind == spec.TOK["string"]) & take(t["prefix_bad"], head & 0xFFFF)
-    value, slow = _numbers(t, facts, digits, at_end, counts, kind == spec.TOK["number"], NT, start64, end64)
+    value, slow = _numbers(t, facts, digits, at_end, counts, kind == spec.TOK["number"], NT, start64, end64,
+                           hard_literals)
     return Tokens(kind, tok_start, tok_end, tok_line, tok_col, tok_line_start, key, tok_hash, value, slow, prefix_bad,
                   count, truncated, code, lex_line, lex_col, b, lengths, indent_hash, longest_line,
                   most_lines, deepest, [min(n, T) for n in totals])
@@ -488,7 +504,7 @@ def _exact_rest(value, rest, m, k, room: int):
     return out[:n].view(B, NT), (flat & ~took).view(B, NT)
 
 
-def _numbers(t, facts, digits, at_end, counts, is_number, NT, tok_start, tok_end):
+def _numbers(t, facts, digits, at_end, counts, is_number, NT, tok_start, tok_end, hard_literals: bool):
     """Exact float64 values of literals on the device: an integer mantissa m and a decimal exponent k
     per literal, and the float64 nearest to m * 10^k, by Clinger's fast path where it applies, else by
     floats.py. Literals with more digits than _MAX_DIGITS (m must stay below 2^63, and every digit's
@@ -526,13 +542,12 @@ def _numbers(t, facts, digits, at_end, counts, is_number, NT, tok_start, tok_end
     k = (v - m * scale) * take(t["exp_sign"], exp) - ((c >> _Q_FRAC) & _M11)
     too_long = ((c >> _Q_DIG) & _M11) > take(t["max_digits"], (c >> _Q_BASE) & 3)
     slow = too_long | (exp > 9) | (end - start >= 2048)
-    # Clinger's fast path: m < 2^53 times 10^k with |k| <= 22 is one correctly rounded operation
-    rest = real & ~slow & ((m >= 2 ** 53) | (k.abs() > 22))
+    # Clinger's fast path: m < 2^53 times 10^k with |k| <= 22 is one correctly rounded operation, and so
+    # is any integer (k = 0) converted to float64
+    rest = real & ~slow & (((m >= 2 ** 53) & k.bool()) | (k.abs() > 22))
     at = (k + 22).clamp_(0, 44)
     value = m.to(torch.float64) * take(t["scale_up"], at) / take(t["scale_down"], at)  # m * 10^k or m / 10^-k
-    # (on a CPU, asking whether any literal needs it costs no device wait: a chunk with none, as most
-    # hand-written ones, skips its ~70 operations)
-    if rest.device.type != "cpu" or bool(rest.any()):
+    if hard_literals:  # (a chunk without, as most hand-written ones, skips ~70 operations)
         value, left = _exact_rest(value, rest, m, k, B * NT // 64 + 32)
         slow |= left
     value = torch.where(slow, 0.0, value)
