@@ -2,8 +2,8 @@
 
 A literal's digits make an integer mantissa m and a decimal exponent q (lex.py). The float64 nearest to
 m * 10^q (ties to even) is found, as in fast_float (Lemire, "Number parsing at a gigabyte per second",
-2021), from the 64-bit product's high bits of m, shifted to its top bit, and a 128-bit truncation of
-5^q: one 64 x 64 -> 128-bit multiplication, and a second one when the first leaves the rounding in
+2021), from the high bits of the product of m, shifted up to its top bit, and a 128-bit truncation of
+5^q: one 64 x 64 -> 128-bit multiplication, and a second one where the first leaves the rounding in
 doubt. Mushtak and Lemire ("Fast number parsing without fallback", 2023) proved the result exact for
 every mantissa below 2^64, so no case is left to a slower path. The multiplications work on unsigned
 values held in int64 tensors (arithmetic wraps modulo 2^64), split into 32-bit halves; unsigned shifts
