@@ -61,9 +61,9 @@ CUDA_CHUNK_CELLS = 1 << 24
 MIN_CHUNK_CELLS = {"cpu": 1 << 17, "cuda": 1 << 22}
 PAD_WASTE = 1.1
 #: PAD_WASTE on a CPU with one intra-op thread (a worker process's), where a chunk closing sooner is
-#: faster: two workers took 3-4% less time on 4,096 generated programs (three seeds; 1.0-1.07 alike);
-#: with two threads in one process 1.1 is the faster, as each operation's fork and join favours larger
-#: arrays (docs/performance.md)
+#: faster: two workers took 7-9% less time on 4,096 generated programs (`scripts/pool_settings.py`,
+#: two seeds; 1.0-1.07 alike); with two threads in one process 1.1 is the faster, as each operation's
+#: fork and join favours larger arrays (docs/performance.md)
 PAD_WASTE_ONE_THREAD = 1.05
 #: lexed chunks are held, to be regrouped by token count, until they make this many chunk budgets of cells
 #: (their Tokens hold ~30 bytes a cell, a thirteenth of a chunk's working memory of ~400)

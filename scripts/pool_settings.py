@@ -1,0 +1,95 @@
+"""Settings of the traditional compiler's module, side by side in the running worker pool (how
+PAD_WASTE_ONE_THREAD was chosen: docs/performance.md).
+
+    python scripts/pool_settings.py --set 'PAD_WASTE_ONE_THREAD=1.05' 'PAD_WASTE_ONE_THREAD=1.1' [--n 4096]
+                                    [--seed 0] [--calls 16] [--workers 2]
+
+Starts the pool as `compile_to_batches` would, then alternates the settings call by call: each call
+sets the module constants named in any setting inside every worker (a setting is `NAME=value;...`
+with Python literals, `MIN_CHUNK_CELLS={"cpu": 65536}` say; a name it leaves out keeps its default)
+and compiles the batch there, split as
+`compile_to_batches` splits it. Prints each setting's median and fastest wall time of a call (the
+first call of each left out) and its chunk count; every setting's chunks must hold every row once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def compile_part_with(encoded: list[bytes], max_cells: int, setting: dict):
+    """In a worker: set the module constants of `setting`, then compile its part as the pool does."""
+    from jupyter_gpuiter.compilers import traditional
+
+    for name, value in setting.items():
+        setattr(traditional, name, value)
+    return (yield from traditional._compile_part(encoded, max_cells))
+
+
+def parse(text: str) -> dict:
+    out = {}
+    for item in filter(None, (p.strip() for p in text.split(";"))):
+        name, _, value = item.partition("=")
+        out[name.strip()] = ast.literal_eval(value.strip())
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--set", nargs="+", required=True, dest="settings")
+    ap.add_argument("--n", type=int, default=4096)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--calls", type=int, default=16)
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args()
+    # the workers import this file by its module name (they inherit the environment)
+    os.environ["PYTHONPATH"] = HERE + os.pathsep + os.environ.get("PYTHONPATH", "")
+    sys.path.insert(0, HERE)
+    import pool_settings
+
+    from jupyter_gpuiter.compilers import traditional
+    from jupyter_gpuiter.compilers.traditional import workers
+    from jupyter_gpuiter.lang.generate import generate_batch
+
+    encoded = [traditional.encode(s) for s in generate_batch(args.n, args.seed)]
+    sizes = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+    order = np.argsort(sizes, kind="stable").tolist()
+    n = args.workers
+    parts = [order[k::n] for k in range(n)]
+    pool = workers.pool(n)
+    if pool is None:
+        sys.exit("pool_settings: no worker pool could start")
+    settings = [parse(s) for s in args.settings]
+    names = {name for setting in settings for name in setting}  # each call sets them all: defaults elsewhere
+    settings = [{**{name: getattr(traditional, name) for name in names}, **setting} for setting in settings]
+    times: list[list[float]] = [[] for _ in settings]
+    chunks = [0] * len(settings)
+    for _ in range(args.calls):
+        for i, setting in enumerate(settings):
+            calls = [([encoded[j] for j in part], traditional.CHUNK_CELLS // n, setting) for part in parts]
+            t0 = time.perf_counter()
+            with pool.streaming(pool_settings.compile_part_with, calls) as events:
+                got = [(k, value) for event, k, value in events if event == "item"]
+            times[i].append(time.perf_counter() - t0)
+            rows = sorted(parts[k][j] for k, (sel, _) in got for j in sel)
+            assert rows == sorted(order), f"setting {args.settings[i]!r} lost or repeated rows"
+            chunks[i] = len(got)
+    print(f"pool_settings: {args.n} generated programs (seed {args.seed}), {n} workers, {args.calls} calls a setting")
+    for text, t, c in zip(args.settings, times, chunks):
+        kept = t[1:] or t
+        print(f"  {text:<48} {c:4d} chunks  median {statistics.median(kept) * 1e3:8.1f} ms  "
+              f"fastest {min(kept) * 1e3:8.1f} ms")
+    workers.shutdown()
+
+
+if __name__ == "__main__":
+    main()
