@@ -53,6 +53,10 @@ MEMINFO = "MemTotal:       65000000 kB\nMemAvailable:   {} kB\n"
       "/sys/fs/cgroup/memory.current": f"{GiB + 5}\n"}, 16, 0),
     # nothing readable: what os says about cores, memory unknown
     ({}, 16, None),
+    # garbage where the files should be: ignored, as if unreadable
+    ({"/proc/self/cgroup": "no colons here\n0::/\n", "/sys/fs/cgroup/cpu.max": "lots 100000\n",
+      "/sys/fs/cgroup/memory.max": "a lot\n", "/sys/fs/cgroup/memory.current": "12\n",
+      "/proc/meminfo": "MemAvailable: plenty kB\nMemAvailable:\n"}, 16, None),
 ])
 def test_cores_and_memory_follow_the_cgroup(tree, files, cores, headroom):
     fake_tree(tree, files)

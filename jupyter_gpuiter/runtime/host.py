@@ -30,7 +30,10 @@ def _cgroup_dirs(controller: str) -> list[str]:
     /proc/self/cgroup may be the host's, while the container sees its own cgroup at the root)."""
     dirs = []
     for line in (_read("/proc/self/cgroup") or "").splitlines():
-        _, controllers, path = line.split(":", 2)
+        fields = line.split(":", 2)
+        if len(fields) != 3:  # (not a cgroup line: nothing to read from it)
+            continue
+        _, controllers, path = fields
         if controller == "" and controllers == "":
             dirs += [f"/sys/fs/cgroup{path}".rstrip("/"), "/sys/fs/cgroup"]
         elif controller and controller in controllers.split(","):
@@ -73,8 +76,10 @@ def memory_headroom() -> int | None:
     MemAvailable and the cgroup's limit minus its usage; None where neither is known."""
     known = []
     for line in (_read("/proc/meminfo") or "").splitlines():
-        if line.startswith("MemAvailable:"):
-            known.append(int(line.split()[1]) * 1024)
+        fields = line.split()
+        kib = _int(fields[1]) if len(fields) > 1 and fields[0] == "MemAvailable:" else None
+        if kib is not None:
+            known.append(kib * 1024)
     for d in _cgroup_dirs(""):
         limit = _read(f"{d}/memory.max")
         if limit is not None:
