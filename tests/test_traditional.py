@@ -395,11 +395,12 @@ def test_lex_refuses_rows_its_int16_positions_cannot_hold():
 
 
 def test_hash_collisions_are_caught_and_compiled_serially():
+    from jupyter_gpuiter.compilers.traditional.pack import pack
+
     lex_module = importlib.import_module("jupyter_gpuiter.compilers.traditional.lex")  # (the package's `lex` is the function)
-    prefix = lex_module.hash_prefix(torch.tensor([list(TM_A.encode()), list(TM_B.encode())]))
-    spans = torch.tensor([[0], [0]], dtype=torch.int32), torch.tensor([[1024], [1024]], dtype=torch.int32)
-    h = lex_module.span_hash(prefix, *spans)
-    assert h[0, 0] == h[1, 0]  # the names do collide, so the passes alone would take them as one
+    tk = lex_module.lex(*pack([TM_A, TM_B], "cpu"), 4096)
+    assert tk.kind[:, 0].tolist() == [spec.TOK["name"]] * 2 and tk.end[:, 0].tolist() == [len(TM_A)] * 2
+    assert tk.hash[0, 0] == tk.hash[1, 0]  # the names do collide, so the passes alone would take them as one
     sources = generate.generate_batch(40, 5)
     mixed = sources[:20] + COLLIDING + sources[20:]
     got = assert_agree(mixed)

@@ -471,18 +471,12 @@ def hash_prefix(b: torch.Tensor) -> torch.Tensor:
 
 
 def _span_hash(prefix: torch.Tensor, start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
-    """span_hash for spans inside the row (start, end [B, n] int64)."""
+    """A 64-bit polynomial hash of each span [start, end) of bytes inside its row (int64 offsets [B, n]):
+    differences of the hash_prefix sums, shifted back by P^-start, times the golden-ratio multiplier to
+    spread short names over all 64 bits (users of the hash may keep only the top bits)."""
     _, bw = _powers(prefix.shape[1], prefix.device)
     h = (prefix.gather(1, end) - prefix.gather(1, start)) * take(bw, start)
     return h ^ (h >> 29)
-
-
-def span_hash(prefix: torch.Tensor, start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
-    """A 64-bit polynomial hash of each span [start, end) of bytes (int32 offsets): differences of the hash_prefix sums,
-    shifted back by P^-start, times the golden-ratio multiplier to spread short names over all 64 bits
-    (users of the hash may keep only the top bits)."""
-    L = prefix.shape[1] - 1
-    return _span_hash(prefix, start.clamp(0, L).long(), end.clamp(0, L).long())
 
 
 def _exact_rest(value, rest, m, k, room: int):
