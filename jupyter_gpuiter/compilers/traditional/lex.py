@@ -257,7 +257,8 @@ def _run_dfa(x: torch.Tensor, t: dict) -> torch.Tensor:
 # where a source may hold a literal past Clinger's fast path: an exponent, or 16 digits and a point (17
 # digits, points and underscores in a row); an integer (hex, octal and binary ones too) never is one, as
 # converting it to float64 rounds it once
-HARD_LITERAL = {True: re.compile(rb"[0-9.][eE]|[0-9._]{17}"), False: re.compile(r"[0-9.][eE]|[0-9._]{17}")}
+_HARD_LITERAL = r"[0-9.][eE]|[0-9._]{17}"
+HARD_LITERAL = {True: re.compile(_HARD_LITERAL.encode()), False: re.compile(_HARD_LITERAL)}  # by bytes or str
 
 
 def may_hold_hard_literals(sources) -> bool:

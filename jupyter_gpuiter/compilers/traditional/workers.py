@@ -189,20 +189,19 @@ class WorkerPool:
                 yield None
                 return
             done = [False] * len(parts)
-            sent: list[bool] = []
+            events = self._events(fn, parts, done)
             try:
-                yield self._events(fn, parts, done, sent)
-            finally:
-                if sent and not all(done):
+                yield events
+            finally:  # (an iterator never started sent nothing)
+                if inspect.getgeneratorstate(events) != inspect.GEN_CREATED and not all(done):
                     self.close(kill=True)
         finally:
             self._busy.release()
 
-    def _events(self, fn: Callable, parts: Sequence[tuple], done: list[bool], sent: list[bool]) -> Iterator[tuple]:
+    def _events(self, fn: Callable, parts: Sequence[tuple], done: list[bool]) -> Iterator[tuple]:
         inbox, outbox = self._inbox[:len(parts)], self._outbox[:len(parts)]
         failed = []
         try:
-            sent.append(True)
             for out, part in zip(outbox, parts):
                 out.send((fn, part))
             while not all(done):
