@@ -475,3 +475,20 @@ def test_the_hard_literal_hint_misses_no_literal_past_the_fast_path(mantissa, po
     grouped = "_".join(digits[max(0, i - 3):i] for i in range(len(digits), 0, -3)[::-1])
     for lit in (plain, f"{plain}e{exponent}", f"{plain}e-{exponent}", grouped, f"0x{mantissa:x}", f"0o{mantissa:o}"):
         lexed_literals([lit])
+
+
+def test_generated_programs_leave_to_the_host_only_literals_too_long_for_the_device():
+    """The room of literals past the fast path a chunk values (lex._exact_rest) holds all the generated
+    programs' ones: the host gets only those with more digits than _MAX_DIGITS or five exponent digits."""
+    from jupyter_gpuiter.compilers.traditional.lex import _MAX_DIGITS
+
+    def too_long(text: str) -> bool:
+        t = text.replace("_", "").lower()
+        if t[:2] in ("0x", "0o", "0b"):
+            return len(t) - 1 > _MAX_DIGITS["_xob".index(t[1])]
+        exponent = t.partition("e")[2]
+        return sum(c.isdigit() for c in t) > _MAX_DIGITS[0] or len(exponent.lstrip("+-")) > 4
+
+    batches, _ = traditional.compile_to_batches(generate.generate_batch(2048, 0), workers=1)
+    texts = [text for _, chunk in batches for text in chunk.host_literals()[2]]
+    assert texts and all(too_long(t) for t in texts), [t for t in texts if not too_long(t)][:5]

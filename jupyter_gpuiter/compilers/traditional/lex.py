@@ -483,8 +483,8 @@ def _span_hash(prefix: torch.Tensor, start: torch.Tensor, end: torch.Tensor) -> 
 def _exact_rest(value, rest, m, k, room: int):
     """value [B, NT] with the numbers where `rest` valued by floats.to_float64 (Eisel-Lemire): some sixty
     int64 operations against about ten for the fast path, so they run on the first `room` of those
-    numbers in the chunk alone, compacted. Also returns the ones past `room` (left to the host: none
-    on the generated programs, whose chunks have one such literal in 120-470 number slots)."""
+    numbers in the chunk alone, compacted. Also returns the ones past `room`, left to the host (the
+    generated programs, which seed such literals on purpose, leave none there)."""
     B, NT = rest.shape
     n = B * NT
     flat = rest.view(-1)
