@@ -7,6 +7,7 @@ import sys
 import torch
 
 from jupyter_gpuiter.bench import compile as bench_compile
+from jupyter_gpuiter.compilers import traditional
 from jupyter_gpuiter.compilers.serial import compile_sources
 from jupyter_gpuiter.compilers.traditional import workers
 from jupyter_gpuiter.ir import Program
@@ -33,6 +34,8 @@ def test_report_is_consistent_and_restores_threads(tmp_path, capsys, monkeypatch
     assert report["workers"] == 2
     assert report["ratio_device_1process_vs_serial"] == report["serial_s"] / report["traditional_device_1process_s"]
     assert list(report["passes_s"]) == PASSES and all(v > 0 for v in report["passes_s"].values())
+    alone, _ = traditional.compile_to_batches(sources, workers=1)  # the workers' literal texts: as many as here
+    assert report["host_literals"] == sum(len(c.host_literals()[0]) for _, c in alone)
     assert json.loads((tmp_path / "compile.json").read_text()) == json.loads(json.dumps(report))
     out = capsys.readouterr().out
     assert "(2 worker processes)" in out and "in one process, 2 threads" in out and "in one process, 1 thread" in out

@@ -47,6 +47,7 @@ def run(n: int = 4096, seed: int = 0, device=None, repeats: int = 3, json_path: 
     passes: dict[str, float] = {}
     traditional.compile_to_batches(sources, dev, timings=passes, workers=n_workers)
     ok = result.n_ok
+    host_literals = sum(len(chunk.host_literals()[0]) for _, chunk in batches)  # valued on the host at the end
     report = {
         "suite": "compile", "programs": n, "bytes": n_bytes, "seed": seed, "valid": ok, "machine": machine(dev),
         "workers": n_workers,
@@ -55,14 +56,15 @@ def run(n: int = 4096, seed: int = 0, device=None, repeats: int = 3, json_path: 
         "traditional_end_to_end_programs_per_s": n / full_s,
         "serial_mb_per_s": n_bytes / serial_s / 1e6, "traditional_device_mb_per_s": n_bytes / device_s / 1e6,
         "ratio_device_vs_serial": serial_s / device_s, "ratio_end_to_end_vs_serial": serial_s / full_s,
-        "passes_s": passes, "chunks": len(batches),
+        "passes_s": passes, "chunks": len(batches), "host_literals": host_literals,
         "traditional_device_1process_s": one_process_s,
         "ratio_device_1process_vs_serial": serial_s / one_process_s if one_process_s else None,
         "traditional_device_1thread_s": one_thread_s,
         "ratio_device_1thread_vs_serial": serial_s / one_thread_s if one_thread_s else None,
     }
     shared = f" ({n_workers} worker processes)" if n_workers > 1 else ""
-    print(f"gpuiter bench compile: {n} generated programs, {n_bytes / 1e6:.2f} MB, {ok} valid, device {dev}{shared}")
+    print(f"gpuiter bench compile: {n} generated programs, {n_bytes / 1e6:.2f} MB, {ok} valid, device {dev}{shared}, "
+          f"{host_literals} literals left to the host")
 
     def row(label: str, seconds: float, ratio: bool = True) -> None:
         print(f"  {label:<30}{seconds * 1e3:9.1f} ms  {n / seconds:12,.0f} programs/s "
