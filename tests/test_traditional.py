@@ -492,3 +492,46 @@ def test_generated_programs_leave_to_the_host_only_literals_too_long_for_the_dev
     batches, _ = traditional.compile_to_batches(generate.generate_batch(2048, 0), workers=1)
     texts = [text for _, chunk in batches for text in chunk.host_literals()[2]]
     assert texts and all(too_long(t) for t in texts), [t for t in texts if not too_long(t)][:5]
+
+
+common = importlib.import_module("jupyter_gpuiter.compilers.traditional.common")
+
+
+@pytest.mark.parametrize("flat", [True, False])
+def test_row_gathers_equal_torch_gather_either_way(monkeypatch, flat):
+    """Rows gathers by a flat int32 index (a one-thread CPU's way) or an int64 one (elsewhere): both are
+    torch.gather, for indices of any integer dtype and width, with and without `out`, and pointer jumping
+    and the moved index's positions too."""
+    monkeypatch.setattr(common, "flat_gathers", lambda device: flat)
+    gen = torch.Generator().manual_seed(3)
+    table = torch.randint(-1000, 1000, (7, 13), generator=gen, dtype=torch.int32)
+    for dtype in (torch.int16, torch.int32, torch.int64):
+        idx = torch.randint(0, 13, (7, 5), generator=gen).to(dtype)
+        rows = common.Rows(idx, 13)
+        assert rows.flat == flat
+        want = table.gather(1, idx.long())
+        assert torch.equal(rows(table), want)
+        out = torch.empty_like(want)
+        rows(table, out=out)
+        assert torch.equal(out, want)
+        assert torch.equal(rows.positions(), idx.int())
+    wide = torch.randint(0, 13, (7, 40), generator=gen)
+    assert torch.equal(common.gather_rows(table, wide), table.gather(1, wide))
+    links = torch.randint(0, 9, (7, 9), generator=gen, dtype=torch.int32)
+    rows, want = common.Rows(links, 9), links.long()
+    for _ in range(3):
+        rows.jump()
+        want = want.gather(1, want)
+        assert torch.equal(rows.positions(), want.int())
+    rows.index.sub_(1)  # moved within the rows in place
+    assert torch.equal(rows.positions(), want.int() - 1)
+
+
+@pytest.mark.parametrize("flat", [True, False])
+def test_both_ways_of_gathering_agree_with_serial(monkeypatch, flat):
+    """The suite runs torch on one thread, so the passes gather by flat int32 indices (as worker processes
+    do); with more threads and on CUDA they gather by int64 indices: both agree with the serial compiler."""
+    monkeypatch.setattr(common, "flat_gathers", lambda device: flat)
+    sources = generate.generate_batch(300, 41)
+    mutants = [m for m, _ in generate.mutate_batch(sources, 42)]
+    assert_agree(sources + mutants + VALID + [s for s, _ in INVALID] + COLLIDING)
