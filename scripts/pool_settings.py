@@ -6,7 +6,8 @@ PAD_WASTE_ONE_THREAD was chosen: docs/performance.md).
 
 Starts the pool as `compile_to_batches` would, then alternates the settings call by call: each call
 sets the module constants named in any setting inside every worker (a setting is `NAME=value;...`
-with Python literals, `MIN_CHUNK_CELLS={"cpu": 65536}` say; a name it leaves out keeps its default)
+with Python literals, `MIN_CHUNK_CELLS={"cpu": 65536}` say, or `module.NAME=value` for a module of the
+compiler, `common.FLAT_GATHERS=False` say; a name it leaves out keeps its default)
 and compiles the batch there, split as
 `compile_to_batches` splits it. Prints each setting's median and fastest wall time of a call (the
 first call of each left out) and its chunk count; every setting's chunks must hold every row once.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import importlib
 import os
 import statistics
 import sys
@@ -26,12 +28,21 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def owner(name: str):
+    """(module, attribute) of a setting's name: NAME of the compiler's package, or module.NAME of one of its
+    modules."""
+    from jupyter_gpuiter.compilers import traditional
+
+    module, _, attr = name.rpartition(".")
+    return (importlib.import_module(f"{traditional.__name__}.{module}") if module else traditional), attr
+
+
 def compile_part_with(encoded: list[bytes], max_cells: int, setting: dict):
     """In a worker: set the module constants of `setting`, then compile its part as the pool does."""
     from jupyter_gpuiter.compilers import traditional
 
     for name, value in setting.items():
-        setattr(traditional, name, value)
+        setattr(*owner(name), value)
     return (yield from traditional._compile_part(encoded, max_cells))
 
 
@@ -70,7 +81,7 @@ def main() -> None:
         sys.exit("pool_settings: no worker pool could start")
     settings = [parse(s) for s in args.settings]
     names = {name for setting in settings for name in setting}  # each call sets them all: defaults elsewhere
-    settings = [{**{name: getattr(traditional, name) for name in names}, **setting} for setting in settings]
+    settings = [{**{name: getattr(*owner(name)) for name in names}, **setting} for setting in settings]
     times: list[list[float]] = [[] for _ in settings]
     chunks = [0] * len(settings)
     for _ in range(args.calls):

@@ -502,7 +502,7 @@ def test_row_gathers_equal_torch_gather_either_way(monkeypatch, flat):
     """Rows gathers by a flat int32 index (a one-thread CPU's way) or an int64 one (elsewhere): both are
     torch.gather, for indices of any integer dtype and width, with and without `out`, and pointer jumping
     and the moved index's positions too."""
-    monkeypatch.setattr(common, "flat_gathers", lambda device: flat)
+    monkeypatch.setattr(common, "FLAT_GATHERS", flat)
     gen = torch.Generator().manual_seed(3)
     table = torch.randint(-1000, 1000, (7, 13), generator=gen, dtype=torch.int32)
     for dtype in (torch.int16, torch.int32, torch.int64):
@@ -531,7 +531,7 @@ def test_row_gathers_equal_torch_gather_either_way(monkeypatch, flat):
 def test_both_ways_of_gathering_agree_with_serial(monkeypatch, flat):
     """The suite runs torch on one thread, so the passes gather by flat int32 indices (as worker processes
     do); with more threads and on CUDA they gather by int64 indices: both agree with the serial compiler."""
-    monkeypatch.setattr(common, "flat_gathers", lambda device: flat)
+    monkeypatch.setattr(common, "FLAT_GATHERS", flat)
     sources = generate.generate_batch(300, 41)
     mutants = [m for m, _ in generate.mutate_batch(sources, 42)]
     assert_agree(sources + mutants + VALID + [s for s, _ in INVALID] + COLLIDING)

@@ -172,8 +172,15 @@ def gather(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     return Rows(idx, x.shape[1])(x)
 
 
+#: whether Rows gathers by flat int32 indices: None decides by the device and torch's threads (flat_gathers),
+#: True or False forces the one way or the other (`scripts/pool_settings.py --set common.FLAT_GATHERS=...`)
+FLAT_GATHERS: bool | None = None
+
+
 def flat_gathers(device: torch.device) -> bool:
     """Whether row gathers go through flat int32 indices (Rows): on a CPU with one intra-op thread."""
+    if FLAT_GATHERS is not None:
+        return FLAT_GATHERS
     return device.type == "cpu" and torch.get_num_threads() == 1
 
 
