@@ -6,8 +6,8 @@ PAD_WASTE_ONE_THREAD was chosen: docs/performance.md).
 
 Starts the pool as `compile_to_batches` would, then alternates the settings call by call: each call
 sets the module constants named in any setting inside every worker (a setting is `NAME=value;...`
-with Python literals, `MIN_CHUNK_CELLS={"cpu": 65536}` say, or `module.NAME=value` for a module of the
-compiler, `common.FLAT_GATHERS=False` say; a name it leaves out keeps its default)
+with Python literals, `MIN_CHUNK_CELLS={"cpu": 65536}` say, or `module.NAME=value` for a constant of
+one of the compiler's modules; a name it leaves out keeps its default)
 and compiles the batch there, split as
 `compile_to_batches` splits it. Prints each setting's median and fastest wall time of a call (the
 first call of each left out) and its chunk count; every setting's chunks must hold every row once.

@@ -52,7 +52,7 @@ def test_gpu_check_is_valid_bash_and_names_existing_scripts():
 
 def test_pool_settings_compares_settings_in_the_worker_pool():
     out = run("scripts/pool_settings.py", "--set", "MIN_CHUNK_CELLS={'cpu': 4096}", "PAD_WASTE_ONE_THREAD=1.05",
-              "common.FLAT_GATHERS=False; PAD_WASTE_ONE_THREAD=1.05", "--n", "160", "--calls", "2")
+              "workers.START_TIMEOUT=60; PAD_WASTE_ONE_THREAD=1.05", "--n", "160", "--calls", "2")
     rows = [line for line in out.splitlines() if "median" in line]
     assert out.startswith("pool_settings: 160 generated programs (seed 0), 2 workers") and len(rows) == 3
     chunks = [int(re.search(r"(\d+) chunks", line).group(1)) for line in rows]

@@ -32,7 +32,7 @@ import torch
 
 from ...ir import OP_INDEX
 from ...lang import spec
-from .common import Rows, first_true, gather_rows, take
+from .common import first_true, take
 from .lex import Tokens
 from .parse import N_ATTR, N_BIN, N_BOOL, N_CALL, N_CALLEE, N_NAME, N_NUM, N_PRE, N_TERN, Tree
 from .semantic import BUILTIN_NAMES, CONSTANT_NAMES, Semantics
@@ -100,9 +100,9 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics, ok: torch.Tensor):
     body, nt = tr.body, tr.ntype
 
     # which tokens emit instructions, and how many
-    first_tok = Rows(tr.stmt_first.clamp(min=0), T)
+    first_tok = tr.stmt_first.clamp(min=0).long()
     # the aug instruction is attributed to the aug operator token (the one its statement records)
-    aug_here = body & (first_tok(tr.stmt_aug) == pos)
+    aug_here = body & (tr.stmt_aug.gather(1, first_tok) == pos)
     is_num, is_bool, is_pre, is_tern = nt == N_NUM, nt == N_BOOL, nt == N_PRE, nt == N_TERN
     is_const = body & (is_num | is_bool | (sm.const_name >= 0))
     builtin = sm.builtin.clamp(min=0)
@@ -115,21 +115,21 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics, ok: torch.Tensor):
     # canonical order, which are those that end before its first token and its descendants (the
     # nodes in its span but itself); the aug instruction spans its statement's value, from the
     # first token (walls' node_start)
-    sv = first_tok(tr.stmt_value)
+    sv = tr.stmt_value.gather(1, first_tok)
     node_end = tr.node_end
-    end1 = torch.where(aug_here, gather_rows(node_end, sv.clamp(min=0)), node_end).add_(1).long()
+    end1 = torch.where(aug_here, node_end.gather(1, sv.clamp(min=0).long()), node_end).add_(1).long()
     w_ext = torch.zeros((B, T + 1), dtype=I32, device=dev)
     w_ext[:, 1:] = n_inst
     upto = w_ext.cumsum(1, dtype=I32)  # instructions of the tokens before each column
     # and of those that do not end before it
     open_ = w_ext.sub_(torch.zeros_like(w_ext).scatter_add_(1, end1, n_inst)).cumsum(1, dtype=I32)
     P = sm.n_params
-    base = upto.gather(1, end1).sub_(gather_rows(open_, tr.node_start)).sub_(n_inst).add_(P[:, None])
+    base = upto.gather(1, end1).sub_(open_.gather(1, tr.node_start.long())).sub_(n_inst).add_(P[:, None])
     total = P + upto[:, T]  # parameters and instructions: the return's slot
     value_reg = base + n_inst - 1
     # the register a node's value lives in: its own, or a name's binding's (a node's, or parameter
     # src - T's: src < 2T)
-    reg = gather_rows(torch.cat([value_reg, pos.expand(B, T)], 1), sm.source)
+    reg = torch.cat([value_reg, pos.expand(B, T)], 1).gather(1, sm.source.long())
     reg_ext = torch.cat([torch.full_like(reg[:, :1], -1), reg], 1)  # a sentinel first column for "no node"
 
     # the row tables, flat: B * T token rows, then the parameters' NP rows and padding
@@ -145,8 +145,8 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics, ok: torch.Tensor):
     child_at = tr.child + torch.arange(1, B * (T + 1), T + 1, dtype=I32, device=dev)[:, None, None]
     torch.index_select(reg_ext.view(-1), 0, child_at.view(-1), out=rows_args[:BT].view(-1))
     c = rows_args[:BT].view(B, T, 3)
-    c[:, :, 0] = torch.where(aug_here, gather_rows(reg, first_tok(tr.stmt_targets)), c[:, :, 0])
-    c[:, :, 1] = torch.where(aug_here, gather_rows(reg_ext, sv + 1),
+    c[:, :, 0] = torch.where(aug_here, reg.gather(1, tr.stmt_targets.gather(1, first_tok).long()), c[:, :, 0])
+    c[:, :, 1] = torch.where(aug_here, reg_ext.gather(1, (sv + 1).long()),
                              c[:, :, 1].masked_fill_(is_pre, -1))
     rows_args[BT:] = -1
     has_ret = body & (tr.stmt_kind == 3)
@@ -192,12 +192,12 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics, ok: torch.Tensor):
     # writes of trees with errors in their row, and slots past the row's end go to the spare; rows
     # not `ok` get none)
     p = tr.parent
-    pc = Rows(p.clamp(min=0), T)
+    pc = p.clamp(min=0).long()
     r = tr.arg_rank
     is_arg = (p >= 0) & ok[:, None]
-    fold = is_arg & pc(variadic) & (r >= 2)
+    fold = is_arg & variadic.gather(1, pc) & (r >= 2)
     fold32 = fold.int()  # (int32 arithmetic with a bool tensor goes through a slow casting loop)
-    s = (pc(base) + (r - 1) * fold32).clamp_(0, N)
+    s = (base.gather(1, pc) + (r - 1) * fold32).clamp_(0, N)
     at = s * 3 + torch.arange(0, B * N * 3, N * 3, dtype=I32, device=dev)[:, None]
     off = s >= N
     flat.scatter_(0, torch.where(~is_arg | off, spare, at + r.clamp(0, 2) - fold32).view(-1).long(), reg.view(-1))

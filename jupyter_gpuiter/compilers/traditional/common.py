@@ -166,74 +166,10 @@ def first_true(mask: torch.Tensor) -> torch.Tensor:
 
 def gather(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     """x[b, idx[b, ...]] with idx (any integer dtype) clamped into range (callers mask invalid indices)."""
-    idx = idx.clamp(0, x.shape[1] - 1)
+    idx = idx.clamp(0, x.shape[1] - 1).long()
     if idx.dim() == 1:
-        return x.gather(1, idx.long()[:, None])[:, 0]
-    return Rows(idx, x.shape[1])(x)
-
-
-#: whether Rows gathers by flat int32 indices: None decides by the device and torch's threads (flat_gathers),
-#: True or False forces the one way or the other (`scripts/pool_settings.py --set common.FLAT_GATHERS=...`)
-FLAT_GATHERS: bool | None = None
-
-
-def flat_gathers(device: torch.device) -> bool:
-    """Whether row gathers go through flat int32 indices (Rows): on a CPU with one intra-op thread."""
-    if FLAT_GATHERS is not None:
-        return FLAT_GATHERS
-    return device.type == "cpu" and torch.get_num_threads() == 1
-
-
-_ROW_NUMBERS: dict = {}
-
-
-def _row_numbers(rows: int, device: torch.device) -> torch.Tensor:
-    """[rows] int32 0, 1, 2, ... (cached per device, grown on demand)."""
-    have = _ROW_NUMBERS.get(device)
-    if have is None or have.shape[0] < rows:
-        _ROW_NUMBERS[device] = have = torch.arange(max(rows, 1 << 16), dtype=torch.int32, device=device)
-    return have[:rows]
-
-
-class Rows:
-    """Row-wise gathers x[b, idx[b, j]] from [B, width] tables by one index [B, n], converted once.
-
-    On a CPU with one intra-op thread (a worker process's) the index is flat int32 (row offsets added)
-    and a gather is one index_select on the flattened table: about half the time of a gather with its
-    index's int64 conversion (`scripts/op-costs.py --threads 1 --rows 300 --cols 200`: 34 against 61
-    us). Elsewhere it is a gather by an int64 index: two threads split a gather but not an
-    index_select (there 33 against 87 us), and CUDA keeps the gather until a GPU measures both.
-    Tables must be contiguous; indices in range (callers clamp them)."""
-
-    def __init__(self, idx: torch.Tensor, width: int):
-        self.shape, self.width = idx.shape, width
-        self.flat = flat_gathers(idx.device)
-        if self.flat:
-            self._rows = _row_numbers(idx.shape[0], idx.device)[:, None]
-            self.index = torch.add(idx if idx.dtype == torch.int32 else idx.int(), self._rows, alpha=width).view(-1)
-        else:
-            self.index = idx.long()
-
-    def positions(self) -> torch.Tensor:
-        """The index as int32 positions in the rows (a caller may move `index` within its rows in place)."""
-        return torch.add(self.index.view(self.shape), self._rows, alpha=-self.width) if self.flat else self.index.int()
-
-    def __call__(self, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-        assert x.shape[1] == self.width, (x.shape, self.width)
-        if self.flat:
-            if out is None:
-                return x.view(-1).index_select(0, self.index).view(self.shape)
-            return torch.index_select(x.view(-1), 0, self.index, out=out.view(-1)).view(self.shape)
-        return x.gather(1, self.index) if out is None else torch.gather(x, 1, self.index, out=out)
-
-    def jump(self) -> None:
-        """Pointer jumping, for an index into tables of its own shape: the index becomes index[index]."""
-        self.index = self.index.index_select(0, self.index) if self.flat else self.index.gather(1, self.index)
-
-
-def gather_rows(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """x[b, idx[b, j]] for an in-range index [B, n] of any integer dtype, the quicker way (Rows)."""
-    return Rows(idx, x.shape[1])(x)
+        return x.gather(1, idx[:, None])[:, 0]
+    return x.gather(1, idx)
 
 
 def take(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:

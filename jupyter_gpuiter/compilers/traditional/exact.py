@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from .common import Rows, gather_rows, ne
+from .common import ne
 from .lex import Tokens
 from .rules import Structure
 from .semantic import Semantics
@@ -32,10 +32,10 @@ def collisions(tk: Tokens, st: Structure, sm: Semantics) -> torch.Tensor:
     # 0/1 int32 flags (a bool would be converted in every product)
     bound = (sm.binding >> 31).add_(1)
     indented = (st.indent_like >> 31).add_(1)
-    binding = Rows(sm.binding.clamp(min=0), T)
-    other = binding(start)
+    binding = sm.binding.clamp(min=0).long()
+    other = start.gather(1, binding)
     # names: a different length is already a collision
-    length_differs = ne(end - start, binding(end) - other).bitwise_and_(bound.bool()).view(torch.uint8).amax(1)
+    length_differs = ne(end - start, end.gather(1, binding) - other).bitwise_and_(bound.bool()).view(torch.uint8).amax(1)
     # offsets to the other span (0 where nothing is compared: padding too), added at a span's start and
     # taken off at its end; positions < 2^14 (lex refuses longer rows), so offsets fit an int16
     off_indent = (st.indent_like - line_start).mul_(indented).short()
@@ -45,6 +45,6 @@ def collisions(tk: Tokens, st: Structure, sm: Semantics) -> torch.Tensor:
     per_byte = torch.zeros((B, L + 1), dtype=torch.int16, device=data.device)
     per_byte.scatter_add_(1, at, add)
     pos = torch.arange(L, dtype=torch.int16, device=data.device)
-    there = per_byte[:, :L].cumsum(1, dtype=torch.int16).add_(pos)
-    differs = ne(gather_rows(data, there), data).view(torch.uint8).amax(1)
+    there = per_byte[:, :L].cumsum(1, dtype=torch.int16).add_(pos).long()
+    differs = ne(data.gather(1, there), data).view(torch.uint8).amax(1)
     return (differs | length_differs).bool()

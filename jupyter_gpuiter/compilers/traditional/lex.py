@@ -10,8 +10,9 @@ paren, newline, number digit and digit value) are one int16 table lookup on the 
 index, counts are int16 or int32 prefix sums (one int64 one packs characters, newlines and number
 fields), positions int16 where they fit (L < 2^14) and signs read by shifts rather than comparisons,
 token ends come from one amax scatter per boundary stretch, line starts from a running maximum, and
-token fields are read at the compacted token starts (common.Rows: one index per table width); the
-Tokens' positions, lines, columns and kinds are int32. Number values are worked out on the number tokens alone. On a CPU, index_select beats a
+token fields are read at the compacted token starts (int64 indices, converted once: on two threads a
+gather beats an index_select on a flat int32 index); the Tokens' positions, lines, columns and kinds
+are int32. Number values are worked out on the number tokens alone. On a CPU, index_select beats a
 gather on an expanded table, and a full-mask `where` or a bool argmax is avoided.
 """
 
@@ -24,7 +25,7 @@ import torch
 
 from ...lang import spec
 from . import dfa
-from .common import BIG, Rows, gather_rows, perfect_hash, select, signed64, take
+from .common import BIG, perfect_hash, select, signed64, take
 from .floats import to_float64
 
 _TABLES: dict = {}
@@ -356,13 +357,15 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int, has_cr: bool
     T, NT = max(1, min(T, max_tokens)), max(1, NT)
     slots = torch.zeros((B, T + 2), dtype=torch.int32, device=dev)
     slots.scatter_(1, (n_sel * selected).clamp_(max=T + 1).long(), pos.expand(B, L))  # slot 0 and T + 1 discard
+    # (gathers take int64 indices: on two threads one conversion and gathers beat index_select)
     tok_start = slots[:, 1:T + 1].contiguous()
-    at_start = Rows(tok_start, L)
+    start64 = tok_start.long()
     count = total.clamp(max=T)
     truncated = total > T  # over the limits anyway; the end-of-file rules must not fire
     valid = torch.arange(T, dtype=torch.int32, device=dev) < count[:, None]
-    tok_end = at_start(end_pos).mul_(valid)  # a NEWLINE's byte is a stretch of its own
-    kind = take(t["token_kind"], gather_rows(trans_all, (tok_end - 1).clamp_(min=0))) * valid
+    tok_end = end_pos.gather(1, start64).mul_(valid)  # a NEWLINE's byte is a stretch of its own
+    end64 = tok_end.long()
+    kind = take(t["token_kind"], trans.gather(1, (end64 - 1).clamp_(min=0))) * valid
 
     # counts over [0, i): characters, newlines, number fields
     counts = torch.zeros((B, L + 1), dtype=torch.int64, device=dev)
@@ -375,32 +378,28 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int, has_cr: bool
     # the fields read are in the low halves of counts' words: read as int32, at 2 * index
     low = counts.view(torch.int32)
 
-    def place(p, at_p, one):  # int32 (line, col, line start) of byte positions p (int32, Rows at_p of width
-        # L); 0, 0, 0 at p = 0 with one = 0
-        z = gather_rows(low, p * 2)
-        ls = at_p(line_at).int()
-        zl = gather_rows(low, ls * 2)
-        return ((z >> _Q_NL) & _M14) + one, ((z - zl) & _M14) + one, ls
+    def place(p, one):  # int32 (line, col, line start) of byte positions p (int64); 0, 0, 0 at p = 0 with one = 0
+        z = low.gather(1, p * 2)
+        ls = line_at.gather(1, p)
+        zl = low.gather(1, (ls * 2).long())
+        return ((z >> _Q_NL) & _M14) + one, ((z - zl) & _M14) + one, ls.int()
 
-    tok_line, tok_col, tok_line_start = place(tok_start, at_start, valid)  # padding starts at 0
-    at_rep = rep.clamp(0, L - 1).int()[:, None]
-    lex_line, lex_col, _ = (v[:, 0] for v in place(at_rep, Rows(at_rep, L), 1))
+    tok_line, tok_col, tok_line_start = place(start64, valid)  # padding starts at 0
+    lex_line, lex_col, _ = (v[:, 0] for v in place(rep.clamp(0, L - 1)[:, None], 1))
 
     # names: packed key (keyword and builtin lookups) and a hash of the full text (identity)
     length = tok_end - tok_start
     n8 = (L + 7) // 8
-    head = gather_rows(_words(b), (tok_start & 7) * n8 + (tok_start >> 3))  # bytes start..start+7
+    head = _words(b).gather(1, ((tok_start & 7) * n8 + (tok_start >> 3)).long())  # bytes start..start+7
     key = (head & take(t["byte_mask"], length.clamp(max=9))) | ((8 - length) >> 31)  # -1 past 8 bytes
     prefix = hash_prefix(b)
-    prefix_at_start = gather_rows(prefix, tok_start)
-    tok_hash = _span_hash(gather_rows(prefix, tok_end) - prefix_at_start, tok_start, L + 1)
-    # (rules compares indentations by it)
-    indent_hash = _span_hash(prefix_at_start - gather_rows(prefix, tok_line_start), tok_line_start, L + 1)
+    tok_hash = _span_hash(prefix, start64, end64)
+    indent_hash = _span_hash(prefix, tok_line_start.long(), start64)  # (rules compares indentations by it)
     is_kw, kw_delta = _keyword_delta(key)
     kind += kw_delta * (is_kw & (kind == spec.TOK["name"]))
 
     prefix_bad = (kind == spec.TOK["string"]) & take(t["prefix_bad"], head & 0xFFFF)
-    value, slow = _numbers(t, facts, digits, at_end, counts, kind == spec.TOK["number"], NT, tok_start, tok_end,
+    value, slow = _numbers(t, facts, digits, at_end, counts, kind == spec.TOK["number"], NT, start64, end64,
                            hard_literals)
     return Tokens(kind, tok_start, tok_end, tok_line, tok_col, tok_line_start, key, tok_hash, value, slow, prefix_bad,
                   count, truncated, code, lex_line, lex_col, b, lengths, indent_hash, longest_line,
@@ -472,13 +471,12 @@ def hash_prefix(b: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def _span_hash(diff: torch.Tensor, start: torch.Tensor, width: int) -> torch.Tensor:
-    """A 64-bit polynomial hash of each span [start, end) of bytes inside its row, from the difference
-    of the hash_prefix sums (of width `width`) at its end and start (diff, int64 [B, n]) and its start
-    (int32 [B, n]): diff shifted back by P^-start, times the golden-ratio multiplier to spread short
-    names over all 64 bits (users of the hash may keep only the top bits)."""
-    _, bw = _powers(width, start.device)
-    h = diff * take(bw, start)
+def _span_hash(prefix: torch.Tensor, start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
+    """A 64-bit polynomial hash of each span [start, end) of bytes inside its row (int64 offsets [B, n]):
+    differences of the hash_prefix sums, shifted back by P^-start, times the golden-ratio multiplier to
+    spread short names over all 64 bits (users of the hash may keep only the top bits)."""
+    _, bw = _powers(prefix.shape[1], prefix.device)
+    h = (prefix.gather(1, end) - prefix.gather(1, start)) * take(bw, start)
     return h ^ (h >> 29)
 
 
@@ -529,11 +527,10 @@ def _numbers(t, facts, digits, at_end, counts, is_number, NT, tok_start, tok_end
     listed.scatter_(1, (n_num * is_number).long(), torch.arange(T, dtype=torch.int32, device=dev).expand(B, T))
     real = torch.arange(NT, device=dev) < n_num[:, -1:]
     tok = torch.where(real, listed[:, 1:].long(), T)  # padding to a discarded slot
-    at_tok = Rows(tok.clamp(max=T - 1), T)
-    start, end = at_tok(tok_start), at_tok(tok_end)
-    by_start, by_end = Rows(start, counts.shape[1]), Rows(end, counts.shape[1])
-    c = by_end(counts) - by_start(counts)
-    v = by_end(weighted) - by_start(weighted)
+    start, end = tok_start.gather(1, tok.clamp(max=T - 1)), tok_end.gather(1, tok.clamp(max=T - 1))
+
+    c = counts.gather(1, end) - counts.gather(1, start)
+    v = weighted.gather(1, end) - weighted.gather(1, start)
     exp = ((c >> _Q_MINUS) & 4095).clamp_(max=10)  # 2 * exponent digits + minus
     scale = take(t["exp_scale"], exp)
     m = v // scale

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import torch
 
 from ...lang import spec
-from .common import BIG, Rows, eq, first_true, flat_gathers, gather_rows, ne, positions, shift_left, shift_right, take
+from .common import BIG, eq, first_true, ne, positions, shift_left, shift_right, take
 from .lex import Tokens
 from .rules import OPERAND_END, Structure
 
@@ -204,24 +204,13 @@ def nearest_smaller(rbp: torch.Tensor, lbp: torch.Tensor, reach: int) -> tuple[t
         torch.minimum(a[:, :T + 1 - step], a[:, step:], out=tables[k, :, :T + 1 - step])
         tables[k, :, T + 1 - step:] = low
     below = torch.cat([rbp, lbp.flip(1)], 0).sub_(1)
-    # the search's end so far, m, moved in place: as a flat int32 index (Rows), or as int32 positions
-    # copied into an int64 index for each gather (moving an int64 index by int32 steps is a mixed-type
-    # operation, 4x the two)
     m = torch.arange(1, T + 1, dtype=torch.int32, device=rbp.device).repeat(2 * B, 1)
-    rows = Rows(m, T + 1) if flat_gathers(rbp.device) else None
-    moved = m if rows is None else rows.index.view(m.shape)
-    idx = torch.empty(m.shape, dtype=torch.int64, device=m.device) if rows is None else None
-    got = torch.empty_like(m)  # buffers: no temporaries a level
+    idx = torch.empty(m.shape, dtype=torch.int64, device=m.device)  # buffers: no temporaries a level
+    got = torch.empty_like(m)
     for k in range(top, -1, -1):  # invariant: values[i + 1 : m] >= threshold[i]
-        if rows is None:
-            torch.gather(tables[k], 1, idx.copy_(m), out=got)
-        else:
-            rows(tables[k], out=got)
-        moved.sub_(torch.sub(below, got, out=got).bitwise_right_shift_(31), alpha=1 << k)
-    if rows is None:
-        at = tables[0].gather(1, idx.copy_(m))
-    else:
-        at, m = rows(tables[0]), rows.positions()
+        torch.gather(tables[k], 1, idx.copy_(m), out=got)
+        m.sub_(torch.sub(below, got, out=got).bitwise_right_shift_(31), alpha=1 << k)
+    at = tables[0].gather(1, idx.copy_(m))
     if 2 << top < T:  # a search may have stopped short of its value (at is not below the threshold): none
         missed = torch.sub(below, at, out=got).bitwise_right_shift_(31)
         torch.maximum(m, missed & T, out=m)
@@ -277,7 +266,7 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     stmt_start = body & shift_right(~body | newline, True)  # a logical line starts after each NEWLINE
     sf1 = _last(stmt_start, pos1_16).mul_(body_i)  # stmt_first + 1
     stmt_first = sf1 - 1
-    sf = sf1 - body_i  # stmt_first clamped at 0, an index
+    sf = (sf1 - body_i).long()  # stmt_first clamped at 0, an index
 
     # math.NAME: the namespace token stands for the attribute; the dot and the name drop out
     dot = body & eq(kind, K["."])
@@ -340,10 +329,10 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     # log2 of the deepest nesting rounds do (a deeper program breaks a rule and has no tree).
     ro1 = right_of + 1
     grouped = group & ro1.bool()
-    vn_rows = Rows((right_of - pos).mul_(grouped).add_(pos), T)
+    vn_idx = (right_of - pos).mul_(grouped).add_(pos).long()
     for _ in range(min(tk.deepest, spec.MAX_NESTING).bit_length()):
-        vn_rows.jump()
-    vn = vn_rows.positions()
+        vn_idx = vn_idx.gather(1, vn_idx)
+    vn = vn_idx.int()
     vn_ext = torch.cat([torch.full_like(vn[:, :1], -1), vn], 1)  # value of token t at t + 1; -1 at 0
 
     # node types: each role's type is above the types it replaces (N_ATTR above the atoms', N_GROUP
@@ -357,25 +346,24 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     callee_mask.scatter_(1, (callee1 - 1 - T).mul_(callee1.bool()).add_(T).long(), call)  # (a scalar is ~3x slower)
     ntype = torch.maximum(ntype, (callee_mask[:, :T] & ntype.bool()).view(u8) * N_CALLEE)
     callee = callee1 - 1
-    attr = (gather_rows(attr, callee.clamp(min=0)) - attr).mul_(call).add_(attr)
+    attr = (attr.gather(1, callee.clamp(min=0).long()) - attr).mul_(call).add_(attr)
     name_tok = (callee - pos).mul_(call).add_(pos)
     name_tok = (attr - name_tok).mul_((attr + 1).bool()).add_(name_tok)
 
     # children (token + 1, 0 = none) -> their values, by one gather; ternary: the `if` node is left_of
-    lo_c = left_of.clamp(min=0)
-    lo_rows = Rows(lo_c, T + 1)
-    c0 = (lo_rows(right_full) + 1).mul_(is_else).add_(ro1 * prefix).add_(lo1 * binary)
-    c1 = (lo_rows(left_full) + 1).mul_(is_else).add_(ro1 * (binary | prefix))
+    lo_c = left_of.clamp(min=0).long()
+    c0 = (right_full.gather(1, lo_c) + 1).mul_(is_else).add_(ro1 * prefix).add_(lo1 * binary)
+    c1 = (left_full.gather(1, lo_c) + 1).mul_(is_else).add_(ro1 * (binary | prefix))
     c2 = ro1 * is_else
-    child = gather_rows(vn_ext, torch.stack([c0, c1, c2], -1).view(B, 3 * T)).view(B, T, 3)
-    chained = is_cmp & gather_rows(is_cmp, lo_c) & lo1.bool()
+    child = vn_ext.gather(1, torch.stack([c0, c1, c2], -1).view(B, 3 * T).long()).view(B, T, 3)
+    chained = is_cmp & is_cmp.gather(1, lo_c) & lo1.bool()
 
     # call arguments: the roots hanging under the call's `(` or under its commas
-    par = Rows(parent_tok.clamp(min=0), T)
-    under_comma = par(comma)
-    under_call = has_parent & ~comma & (par(call) | under_comma)
+    par = parent_tok.clamp(min=0).long()
+    under_comma = comma.gather(1, par)
+    under_call = has_parent & ~comma & (call.gather(1, par) | under_comma)
     enclosing = st.enclosing
-    call_of = (par(enclosing) - parent_tok).mul_(under_comma).add_(parent_tok)
+    call_of = (enclosing.gather(1, par) - parent_tok).mul_(under_comma).add_(parent_tok)
     arg = under_call & (call_of + 1).bool() & (pos > call_of)
     # depth: the member intervals (L(j), R(j)) covering each node (subtrees are nested intervals)
     ends = torch.zeros((B, 2 * T), dtype=i32, device=dev)
@@ -388,8 +376,8 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     n_commas = torch.zeros((B, 2 * T), dtype=i32, device=dev)
     enc_ok = (enclosing + 1).bool()
     n_commas.scatter_add_(1, (enclosing - dump).mul_(comma & enc_ok).add_(dump).long(), comma.int())
-    own = (comma.int() - gather_rows(n_commas, enclosing.clamp(min=0)).mul_(rpar)).cumsum(1, dtype=i32)
-    rank = own - gather_rows(own, call_of.clamp(min=0))
+    own = (comma.int() - n_commas.gather(1, enclosing.clamp(min=0).long()).mul_(rpar)).cumsum(1, dtype=i32)
+    rank = own - own.gather(1, call_of.clamp(min=0).long())
     parent = torch.full((B, T + 1), -1, dtype=i32, device=dev)
     arg_rank = torch.zeros((B, T + 1), dtype=i32, device=dev)
     arg_at = (vn - T).mul_(arg).add_(T).long()
@@ -404,10 +392,10 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
 
     # syntax: operands and operators alternate; `not`, `if`/`else` in their places
     p1 = shift_right(_last(live, pos1_16), 0)  # previous live token + 1
-    p_idx = Rows((p1 - 1).clamp_(min=0), T)
-    same = p1.bool() & eq(p_idx(stmt_first), stmt_first)
+    p_idx = (p1 - 1).clamp_(min=0).long()
+    same = p1.bool() & eq(stmt_first.gather(1, p_idx), stmt_first)
     p_tok = (p1 * same).sub_(1)
-    p_cls = p_idx(cls)  # (its flags are read where `same` only)
+    p_cls = cls.gather(1, p_idx)  # (its flags are read where `same` only)
     p_end, p_lpar, p_not_ctx, p_comma = _bits(take(tab["flags_p"], p_cls), 4)
     p_end = p_end & same
     bad = starts & p_end
@@ -438,9 +426,9 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     in_pair.scatter_(1, order, pair | shift_right(pair, False))
     bad |= ie & ~in_pair
     # targets: the roots just left of `=` / `op=`
-    code = gather_rows(torch.cat([(kw >> 2).int(), torch.zeros_like(pos[:, :1])], 1), R)
+    code = torch.cat([(kw >> 2).int(), torch.zeros_like(pos[:, :1])], 1).gather(1, R.long())
     tgt = root & code.bool()
-    bad |= tgt & ~take(tab["target_ok"], code.mul_(NT).add_(vn_rows(ntype)))
+    bad |= tgt & ~take(tab["target_ok"], code.mul_(NT).add_(ntype.gather(1, vn_idx)))
     # statements: `return` first; `=` and `op=` do not mix; one `op=`
     # per-statement counts, at the statement's first token (the first of its tokens to be bad), of
     # targets and `=` (16-bit fields) and of `op=`
@@ -453,7 +441,7 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     counts, n_aug = counts[:, :T], n_aug[:, :T]
     n_asg, n_targets = counts >> 16, counts & 0xFFFF
     bad |= n_aug.bool() & ((n_aug + n_asg) > 1)
-    bad |= (assign | aug) & gather_rows(ret, sf)  # `return x = 1`
+    bad |= (assign | aug) & ret.gather(1, sf)  # `return x = 1`
     first_bad = first_true(bad)
     syntax = torch.where(first_bad >= 0, first_bad.long(), BIG)
 

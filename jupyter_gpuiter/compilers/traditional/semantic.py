@@ -26,12 +26,10 @@ from ...lang.errors import KIND_CODES
 from .common import (
     BIG,
     NO_ERROR,
-    Rows,
     eq,
     error_key,
     first_true,
     gather,
-    gather_rows,
     next_true,
     perfect_hash,
     select,
@@ -221,10 +219,10 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     n_before = is_param.cumsum(1, dtype=i32)  # parameters up to each token: a parameter's index + 1
     n_params = n_before[:, -1].clone()
     stmt_end = torch.minimum(next_true(nl), count[:, None])  # its NEWLINE
-    sf = Rows(tr.stmt_first.clamp(min=0), T)
+    sf = tr.stmt_first.clamp(min=0).long()  # (on two threads a conversion and gathers beat index_select)
     first = body & eq(tr.stmt_first, pos)
     stmt_kind = tr.stmt_kind
-    skind = sf(stmt_kind)
+    skind = stmt_kind.gather(1, sf)
     is_target = ~_neg(tr.target_of)  # target atoms (at the atom's token)
     tnode = _marks(is_target, tr.stmt_targets)  # their value nodes (through parentheses)
     name_node = body & eq(ntype, N_NAME)
@@ -250,12 +248,12 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     group = (diff >> 14).bool().cumsum(1, dtype=i32).bitwise_left_shift_(12)
     run = ((pos + 1) * binds).gather(1, order).add_(group).cummax(1).values
     key_start = (diff.bool() * pos).cummax(1).values
-    before = gather_rows(torch.cat([torch.zeros_like(run[:, :1]), run], 1), key_start)
+    before = torch.cat([torch.zeros_like(run[:, :1]), run], 1).gather(1, key_start.long())
     bind_at = torch.empty_like(run).scatter_(1, order, before.sub_(group).clamp_(min=0))  # binding token + 1, or 0
     # a binding's source: the value node, the aug operator token, or a parameter's own token
     stmt_src = select(eq(stmt_kind, 2), tr.stmt_aug, tr.stmt_value)  # at statements' first tokens
-    bind_src = select(asg_target | aug_target, sf(stmt_src), pos)
-    ref_src = gather_rows(torch.cat([torch.full_like(bind_src[:, :1], -1), bind_src], 1), bind_at)
+    bind_src = select(asg_target | aug_target, stmt_src.gather(1, sf), pos)
+    ref_src = torch.cat([torch.full_like(bind_src[:, :1], -1), bind_src], 1).gather(1, bind_at.long())
     # a parameter bound before its own binding has a duplicate name (only parameters bind that early)
     at_token(is_param & bind_at.bool(), "duplicate parameter")
 
@@ -267,11 +265,11 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     bound = ~_neg(ref_src)
     is_ref = value_ref & bound
     has_src = is_ref | (aug_target & bound)
-    nxt = Rows(select(has_src, ref_src, pos), T)
+    nxt, spare = select(has_src, ref_src, pos).long(), torch.empty((B, T), dtype=torch.long, device=dev)
     for _ in range(tk.most_lines.bit_length()):
-        nxt.jump()
+        nxt, spare = torch.gather(nxt, 1, nxt, out=spare), nxt
     # sources: the chain's end; parameters as T + index (so a parameter is its own source)
-    source = nxt(select(is_param, n_before.add_(T - 1), pos))
+    source = select(is_param, n_before.add_(T - 1), pos).gather(1, nxt)
 
     # builtins and constants
     name_key = gather(tk.key, tr.name_tok)
@@ -311,7 +309,7 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     end_bad = ~last_is_ret[:, 0] & (count > 0)
 
     # the first error: the families' inverted ranks
-    ns_inv = gather_rows(inv_place, tr.node_start)  # expression errors are at the node's first token
+    ns_inv = inv_place.gather(1, tr.node_start.long())  # expression errors are at the node's first token
     expr_inv = ns_inv - (tr.depth << 7).add_((4 << 7) + 128)  # priority 3 + depth
     best = _decode(inv_place - _TOKEN_TOP, token_code)
     torch.maximum(best, _decode(expr_inv, expr_code), out=best)
