@@ -72,6 +72,9 @@ def main() -> None:
     idx32 = idx.int()
     print(f"{'+ row offsets, index_select':30}"
           f"{timed(lambda: values[torch.int32].view(-1).index_select(0, (idx32 + rows).view(-1)), dev):27.1f}")
+    tiny, other = values[torch.int32][0, :4].clone(), others[torch.int32][0, :4].clone()
+    print(f"{'a + b on 4 elements (a call)':30}{timed(lambda: tiny + other, dev, 2000):27.2f}")
+    print(f"{'a + 3 on 4 elements':30}{timed(lambda: tiny + 3, dev, 2000):27.2f}")
     print(f"{'bool mask.any(1)':30}{timed(lambda: mask.any(1), dev):27.1f}")
     print(f"{'mask.view(uint8).amax(1)':30}{timed(lambda: mask.view(torch.uint8).amax(1), dev):27.1f}")
 
