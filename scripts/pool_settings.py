@@ -76,12 +76,16 @@ def main() -> None:
     order = np.argsort(sizes, kind="stable").tolist()
     n = args.workers
     parts = [order[k::n] for k in range(n)]
+    settings = [parse(s) for s in args.settings]
+    names = {name for setting in settings for name in setting}  # each call sets them all: defaults elsewhere
+    try:
+        defaults = {name: getattr(*owner(name)) for name in names}
+    except (ImportError, AttributeError) as e:
+        sys.exit(f"pool_settings: {e} (a setting names NAME of the compiler's package or module.NAME of one of its modules)")
+    settings = [{**defaults, **setting} for setting in settings]
     pool = workers.pool(n)
     if pool is None:
         sys.exit("pool_settings: no worker pool could start")
-    settings = [parse(s) for s in args.settings]
-    names = {name for setting in settings for name in setting}  # each call sets them all: defaults elsewhere
-    settings = [{**{name: getattr(*owner(name)) for name in names}, **setting} for setting in settings]
     times: list[list[float]] = [[] for _ in settings]
     chunks = [0] * len(settings)
     for _ in range(args.calls):

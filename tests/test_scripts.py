@@ -50,6 +50,13 @@ def test_gpu_check_is_valid_bash_and_names_existing_scripts():
     assert f"{sum(limits) / 60:.1f} minutes" in script  # as its comment says
 
 
+def test_pool_settings_names_a_setting_that_does_not_exist_before_starting_workers():
+    for name in ("common.NO_SUCH_CONSTANT", "no_such_module.X"):
+        got = subprocess.run([sys.executable, "scripts/pool_settings.py", "--set", f"{name}=1", "--n", "8"],
+                             check=False, capture_output=True, text=True, cwd=ROOT, timeout=120)
+        assert got.returncode != 0 and got.stderr.startswith("pool_settings: ") and "module.NAME" in got.stderr
+
+
 def test_pool_settings_compares_settings_in_the_worker_pool():
     out = run("scripts/pool_settings.py", "--set", "MIN_CHUNK_CELLS={'cpu': 4096}", "PAD_WASTE_ONE_THREAD=1.05",
               "workers.START_TIMEOUT=60; PAD_WASTE_ONE_THREAD=1.05", "--n", "160", "--calls", "2")
