@@ -223,6 +223,11 @@ def test_session_is_preloaded(gpuiter_kernel, execute):
     status, outputs = execute("import jupyter_gpuiter\nprint(jupyter_gpuiter.session().device.type)")
     assert status == "ok", outputs
     assert stdout(outputs) == expected_device() + "\n"
+    # and the traditional compiler's tables were built there before the Session, not in the first cell
+    status, outputs = execute("import sys\n"
+                              "print(list(sys.modules['jupyter_gpuiter.compilers.traditional.lex']._TABLES))")
+    assert status == "ok", outputs
+    assert expected_device() in stdout(outputs), outputs
 
 
 def test_extension_is_preloaded(gpuiter_kernel, execute):

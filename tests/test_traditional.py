@@ -492,3 +492,26 @@ def test_generated_programs_leave_to_the_host_only_literals_too_long_for_the_dev
     batches, _ = traditional.compile_to_batches(generate.generate_batch(2048, 0), workers=1)
     texts = [text for _, chunk in batches for text in chunk.host_literals()[2]]
     assert texts and all(too_long(t) for t in texts), [t for t in texts if not too_long(t)][:5]
+
+
+def test_the_two_byte_dfa_table_is_two_single_byte_steps():
+    """lex's scan reads the state after two bytes from one table: pair[(c1 * C + c2) * S + s] must be
+    next[c2 * S + next[c1 * S + s]] for every class pair and state."""
+    lexmod = importlib.import_module("jupyter_gpuiter.compilers.traditional.lex")
+    t = lexmod._build_tables()
+    C, S = t["C"], len(lexmod.dfa.STATES)
+    nxt = torch.tensor(t["next"]).view(C, S)
+    pair = torch.as_tensor(t["pair"]).view(C, C, S)
+    c1, c2, s = torch.meshgrid(torch.arange(C), torch.arange(C), torch.arange(S), indexing="ij")
+    assert torch.equal(pair, nxt[c2, nxt[c1, s]])
+    assert pair.shape == (C, C, S) and 40 <= C <= 64  # byte classes keep the table small
+
+
+def test_warm_up_builds_the_tables_a_first_compile_would(monkeypatch):
+    lexmod = importlib.import_module("jupyter_gpuiter.compilers.traditional.lex")
+    monkeypatch.setattr(lexmod, "_TABLES", {})
+    traditional.warm_up("cpu")
+    assert torch.device("cpu") in lexmod._TABLES
+    sources = generate.generate_batch(40, 3)
+    assert traditional.compile_batch(sources, workers=1).canonical() == \
+        compile_batch(sources, mode="serial").canonical()

@@ -108,6 +108,12 @@ def test_workers_run_apart_from_the_callers_process_group_and_report_their_error
     assert pool.map(operator.mul, [(6, 7)]) == [42] and not pool.broken  # a failing call leaves the pool usable
 
 
+def test_workers_have_built_the_compilers_tables_when_they_say_they_are_ready():
+    pool = workers.pool(2)
+    lex_tables = "__import__('sys').modules['jupyter_gpuiter.compilers.traditional.lex']._TABLES"
+    assert pool.map(eval, [(f"__import__('torch').device('cpu') in {lex_tables}",)] * 2) == [True, True]
+
+
 def test_workers_never_outlive_their_parent(tmp_path):
     script = ("from jupyter_gpuiter.compilers.traditional import workers\n"
               "print(*[p.pid for p in workers.pool(2)._procs], flush=True)\n"

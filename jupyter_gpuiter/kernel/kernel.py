@@ -8,7 +8,7 @@ Start-up costs what a plain IPython kernel costs plus importing the package (`ju
   modules tried in order). A missing or failing extension is logged as a warning and reported in
   kernel_info; the kernel stays usable as a plain IPython kernel.
 - in `start()`: a daemon thread detects the device and, with CUDA, creates the CUDA context (the
-  slow part on a GPU machine); it then schedules the creation of the Session
+  slow part on a GPU machine), and builds the traditional compiler's tables there; it then schedules the creation of the Session
   (`jupyter_gpuiter.session()`, with the neural model loaded on its device) on the kernel's main
   loop, so the Session is only ever created on the thread that runs cells. A cell that needs it before that simply creates it itself.
 
@@ -118,8 +118,10 @@ class GpuiterKernel(IPythonKernel):
         self._preload_thread.start()
 
     def _preload(self, loop) -> None:
-        """Background thread: detect the device and warm CUDA up, then have the main loop create the Session."""
+        """Background thread: detect the device and warm CUDA up, build the traditional compiler's tables
+        there, then have the main loop create the Session."""
         t0 = time.perf_counter()
+        device = "cpu"
         try:
             if cuda_available():
                 import torch
@@ -128,7 +130,14 @@ class GpuiterKernel(IPythonKernel):
                 torch.empty(1, device=device)  # the CUDA context, now rather than in the first cell
                 self.gpuiter_device_name = torch.cuda.get_device_name(device)
         except Exception as e:  # noqa: BLE001
+            device = "cpu"
             self._warn(f"warming up CUDA failed: {type(e).__name__}: {e}")
+        try:
+            from ..compilers import traditional
+
+            traditional.warm_up(device)  # (~0.2 s the first %%gpucompile would wait; idempotent if a cell races it)
+        except Exception as e:  # noqa: BLE001
+            self._warn(f"warming up the traditional compiler failed: {type(e).__name__}: {e}")
         finally:
             try:
                 loop.add_callback(self._create_session, t0)

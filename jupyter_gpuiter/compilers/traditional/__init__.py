@@ -178,6 +178,17 @@ def compile_chunk(sources: Sequence[str | bytes], device, timings: dict | None =
     return _token_passes(_lex_chunk(sources, device, timings), device, timings)
 
 
+# a program that reaches every pass's tables: a comment, a hard literal (floats.py), a builtin, a ternary
+_WARM_UP_SOURCE = "def warm(x, y):\n    z = -x ** 2 + abs(y) * 1.5e300  # c\n    return math.sin(z) if x < y else 0.1\n"
+
+
+def warm_up(device=None) -> None:
+    """Build every pass's lookup tables on `device` by compiling one small program: a process's first
+    compile otherwise pays ~0.2 s for them (lex's DFA tables above all). Worker processes call it before
+    they say they are ready, the gpuiter kernel in its preload thread."""
+    compile_chunk([encode(_WARM_UP_SOURCE)], torch.device(device or "cpu"))
+
+
 def _lex_chunk(sources: Sequence[str | bytes], device, timings: dict | None = None) -> Tokens:
     """pack and lex: one chunk's Tokens (their row counts on the host too: lex's one read)."""
     tick = _Ticks(timings, device)

@@ -26,19 +26,14 @@ def _power_of_five_128(q: int) -> int:
     fast_float's table_generation.py makes them."""
     if q >= 0:
         p = 5 ** q
-        while p < 1 << 127:
-            p *= 2
-        while p >= 1 << 128:
-            p //= 2
-        return p
+        n = p.bit_length() - 128  # shifted to 128 bits (by halvings, as the generator does: truncated)
+        return p >> n if n > 0 else p << -n
     p = 5 ** -q
     z = p.bit_length()  # the least z with 2^z >= p (no power of 5 above 1 is one of 2)
     if q >= -27:
         return 2 ** (z + 127) // p + 1
     c = 2 ** (2 * z + 128) // p + 1
-    while c >= 1 << 128:
-        c //= 2
-    return c
+    return c >> max(0, c.bit_length() - 128)
 
 
 def _tables(device) -> tuple[torch.Tensor, torch.Tensor]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from ...lang import spec
@@ -109,23 +110,20 @@ def _build_tables() -> dict:
             per["q"].append(signed64(num + (lf << _Q_NL) + char))
             per["kind"].append(kinds[n])
             per["token_kind"].append(spec.TOK["newline"] if n in line_end else kinds[n])
-    pair = [0] * (C * C * S)
-    for c1 in range(C):
-        for c2 in range(C):
-            for s in range(S):
-                pair[(c1 * C + c2) * S + s] = per["next"][c2 * S + per["next"][c1 * S + s]]
-    per["pair"] = pair
+    nxt_cs = np.asarray(per["next"]).reshape(C, S)
+    per["pair"] = nxt_cs[:, nxt_cs].transpose(1, 0, 2).ravel()  # [c1, c2, s]: next[c2, next[c1, s]]
     packed = [x | byte_class[x] * S << _X_CS | byte_class[x] * C * S << _X_CCS for x in range(N)]
     per["input"] = [packed[10 if x == 13 else x] for x in range(N)]  # a lone CR reads as LF
     per["C"] = C
     return per
 
 
-def _string_prefix_bad(u: int) -> bool:
-    """Whether a string token starting with bytes (u & 255, u >> 8) has a b or f prefix."""
+def _string_prefix_bad() -> np.ndarray:
+    """By u < 2^16: whether a string token starting with bytes (u & 255, u >> 8) has a b or f prefix."""
+    u = np.arange(1 << 16)
     p0, p1 = u & 255, u >> 8
-    bad = lambda c: c | 32 in (ord("b"), ord("f"))
-    return bad(p0) or (p0 not in (39, 34) and bad(p1))
+    bad = lambda c: ((c | 32) == ord("b")) | ((c | 32) == ord("f"))
+    return bad(p0) | ((p0 != 39) & (p0 != 34) & bad(p1))
 
 
 def _tables(device):
@@ -137,7 +135,7 @@ def _tables(device):
             out[k] = torch.tensor(v, dtype=dtype, device=device)
         # the mask of a key's bytes by length (9: longer than 8 bytes, the key is -1)
         out["byte_mask"] = torch.tensor([(1 << 8 * k) - 1 for k in range(8)] + [-1, 0], device=device)
-        out["prefix_bad"] = torch.tensor([_string_prefix_bad(u) for u in range(1 << 16)], device=device)
+        out["prefix_bad"] = torch.from_numpy(_string_prefix_bad()).to(device)
         # a digit's weight d * base^k by (base code << 12 | d << 8 | k), k the digits after it modulo 32, where
         # it is below 2^63 (a literal with more digits than _MAX_DIGITS is the host's)
         out["term"] = torch.tensor([d * base ** k if k < 32 and d * base ** k < 1 << 63 else 0

@@ -317,7 +317,9 @@ def _serve(down: int, up: int, threads: int) -> None:
     """A worker's loop: (function, arguments) in, (True, result) or (False, traceback text) out; a
     generator function's items go out first, each as ("item", item), and its return value is the result."""
     torch.set_num_threads(threads)
-    from . import compile_to_batches  # noqa: F401 - import the compiler before saying it is ready
+    from . import warm_up
+
+    warm_up()  # the compiler imported and its tables built before the worker says it is ready
 
     inbox, outbox = Connection(down, writable=False), Connection(up, readable=False)
     try:
