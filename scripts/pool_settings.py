@@ -10,7 +10,9 @@ with Python literals, `MIN_CHUNK_CELLS={"cpu": 65536}` say, or `module.NAME=valu
 one of the compiler's modules; a name it leaves out keeps its default)
 and compiles the batch there, split as
 `compile_to_batches` splits it. Prints each setting's median and fastest wall time of a call (the
-first call of each left out) and its chunk count; every setting's chunks must hold every row once.
+first call of each left out), its chunk count, and the median time by which the first worker to
+finish its part beat the last (what a perfect balance of the parts could save is half of it); every
+setting's chunks must hold every row once.
 """
 
 from __future__ import annotations
@@ -38,12 +40,15 @@ def owner(name: str):
 
 
 def compile_part_with(encoded: list[bytes], max_cells: int, setting: dict):
-    """In a worker: set the module constants of `setting`, then compile its part as the pool does."""
+    """In a worker: set the module constants of `setting`, then compile its part as the pool does;
+    returns the seconds that took (sending the chunks included)."""
     from jupyter_gpuiter.compilers import traditional
 
     for name, value in setting.items():
         setattr(*owner(name), value)
-    return (yield from traditional._compile_part(encoded, max_cells))
+    t0 = time.perf_counter()
+    yield from traditional._compile_part(encoded, max_cells)
+    return time.perf_counter() - t0
 
 
 def parse(text: str) -> dict:
@@ -87,22 +92,26 @@ def main() -> None:
     if pool is None:
         sys.exit("pool_settings: no worker pool could start")
     times: list[list[float]] = [[] for _ in settings]
+    apart: list[list[float]] = [[] for _ in settings]  # the last worker's busy time less the first's
     chunks = [0] * len(settings)
     for _ in range(args.calls):
         for i, setting in enumerate(settings):
             calls = [([encoded[j] for j in part], traditional.CHUNK_CELLS // n, setting) for part in parts]
             t0 = time.perf_counter()
             with pool.streaming(pool_settings.compile_part_with, calls) as events:
-                got = [(k, value) for event, k, value in events if event == "item"]
+                got, busy = [], []
+                for event, k, value in events:
+                    (got if event == "item" else busy).append((k, value))
             times[i].append(time.perf_counter() - t0)
+            apart[i].append(max(b for _, b in busy) - min(b for _, b in busy))
             rows = sorted(parts[k][j] for k, (sel, _) in got for j in sel)
             assert rows == sorted(order), f"setting {args.settings[i]!r} lost or repeated rows"
             chunks[i] = len(got)
     print(f"pool_settings: {args.n} generated programs (seed {args.seed}), {n} workers, {args.calls} calls a setting")
-    for text, t, c in zip(args.settings, times, chunks):
-        kept = t[1:] or t
+    for text, t, c, a in zip(args.settings, times, chunks, apart):
+        kept, kept_apart = t[1:] or t, a[1:] or a
         print(f"  {text:<48} {c:4d} chunks  median {statistics.median(kept) * 1e3:8.1f} ms  "
-              f"fastest {min(kept) * 1e3:8.1f} ms")
+              f"fastest {min(kept) * 1e3:8.1f} ms  workers apart {statistics.median(kept_apart) * 1e3:6.1f} ms")
     workers.shutdown()
 
 

@@ -1,5 +1,6 @@
 """`gpuiter bench compile`: what it reports and writes (never how fast: tests do not assert times)."""
 
+import itertools
 import json
 import subprocess
 import sys
@@ -40,6 +41,23 @@ def test_report_is_consistent_and_restores_threads(tmp_path, capsys, monkeypatch
     out = capsys.readouterr().out
     assert "(2 worker processes)" in out and "in one process, 2 threads" in out and "in one process, 1 thread" in out
     assert out.count("x serial") == 4
+    assert report["ratio_device_vs_serial_by_round"] == [report["ratio_device_vs_serial"]]  # one round: its ratio
+
+
+def test_variants_are_measured_in_rounds(monkeypatch, capsys):
+    calls = []
+    real_serial = bench_compile.compile_sources
+    monkeypatch.setattr(bench_compile, "compile_sources", lambda s: calls.append("serial") or real_serial(s))
+    real_device = traditional.compile_to_batches
+    monkeypatch.setattr(traditional, "compile_to_batches",
+                        lambda *a, **k: calls.append(f"device {k.get('workers')}") or real_device(*a, **k))
+    report = bench_compile.run(n=24, seed=5, device="cpu", repeats=3)
+    serial_at = [i for i, c in enumerate(calls) if c == "serial"]
+    assert len(serial_at) == 3 and all(b - a > 1 for a, b in itertools.pairwise(serial_at))  # not three in a row
+    assert calls[serial_at[0] + 1] == f"device {report['workers']}"  # each round: serial, then the device batch
+    ratios = report["ratio_device_vs_serial_by_round"]
+    assert len(ratios) == 3 and min(ratios) <= report["ratio_device_vs_serial"] <= max(ratios)
+    assert "by round" in capsys.readouterr().out
 
 
 def test_cli_writes_json(tmp_path):

@@ -64,3 +64,6 @@ def test_pool_settings_compares_settings_in_the_worker_pool():
     assert out.startswith("pool_settings: 160 generated programs (seed 0), 2 workers") and len(rows) == 3
     chunks = [int(re.search(r"(\d+) chunks", line).group(1)) for line in rows]
     assert chunks[0] > chunks[1] == chunks[2] >= 2  # 2^12-cell chunks: more of them (and each setting keeps every row)
+    apart = [float(re.search(r"workers apart +([\d.]+) ms", line).group(1)) for line in rows]
+    medians = [float(re.search(r"median +([\d.]+) ms", line).group(1)) for line in rows]
+    assert all(0 <= a < m for a, m in zip(apart, medians))  # a worker's part takes less than the whole call

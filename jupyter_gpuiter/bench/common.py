@@ -33,6 +33,22 @@ def timed(fn, repeats: int, sync=None) -> tuple[float, list[float], object]:
     return statistics.median(times), times, result
 
 
+def alternating(fns: dict, repeats: int, sync=None) -> dict[str, tuple[float, list[float], object]]:
+    """`timed` for several functions measured in rounds, each round calling every function once in
+    order, so that a machine whose speed drifts during the run (shared machines do, by ±5-15% over
+    seconds) weighs on all of them alike: per name, (median, all times, last result)."""
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    results: dict[str, object] = {}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            results[name] = fn()
+            if sync is not None:
+                sync()
+            times[name].append(time.perf_counter() - t0)
+    return {name: (statistics.median(t), t, results[name]) for name, t in times.items()}
+
+
 def write_json(data: dict, path: str | os.PathLike) -> Path:
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,7 @@ from ..compilers.serial import compile_sources
 from ..compilers.traditional import workers
 from ..lang.generate import generate_batch
 from ..runtime.device import resolve
-from .common import machine, timed, write_json
+from .common import alternating, machine, write_json
 
 
 def run(n: int = 4096, seed: int = 0, device=None, repeats: int = 3, json_path: str | None = None) -> dict:
@@ -30,20 +30,29 @@ def run(n: int = 4096, seed: int = 0, device=None, repeats: int = 3, json_path: 
     n_workers = workers.default_workers() if dev.type == "cpu" else 1
     if n_workers > 1 and workers.pool(n_workers) is None:
         n_workers = 1  # no pool could start
-    serial_s, _, _ = timed(serial, repeats)
-    device_s, _, batches = timed(lambda: traditional.compile_to_batches(sources, dev, workers=n_workers)[0], repeats,
-                                 sync)
-    full_s, _, result = timed(lambda: traditional.compile_batch(sources, device=dev, workers=n_workers), repeats)
-    one_process_s = one_thread_s = None
-    if n_workers > 1:
-        one_process_s, _, _ = timed(lambda: traditional.compile_to_batches(sources, dev, workers=1)[0], repeats)
     threads = torch.get_num_threads()
-    if dev.type == "cpu" and threads > 1:  # per core: serial runs on one, the tensor passes on all of them
+
+    def one_thread():  # per core: serial runs on one, the tensor passes on all of them
         torch.set_num_threads(1)
         try:
-            one_thread_s, _, _ = timed(lambda: traditional.compile_to_batches(sources, dev, workers=1)[0], repeats)
+            return traditional.compile_to_batches(sources, dev, workers=1)[0]
         finally:
             torch.set_num_threads(threads)
+
+    fns = {"serial": serial,
+           "device": lambda: traditional.compile_to_batches(sources, dev, workers=n_workers)[0],
+           "full": lambda: traditional.compile_batch(sources, device=dev, workers=n_workers)}
+    if n_workers > 1:
+        fns["one_process"] = lambda: traditional.compile_to_batches(sources, dev, workers=1)[0]
+    if dev.type == "cpu" and threads > 1:
+        fns["one_thread"] = one_thread
+    # in rounds (every variant once a round), so that the machine's drift weighs on serial and the rest alike
+    measured = alternating(fns, repeats, sync)
+    (serial_s, serial_times, _), (device_s, device_times, batches) = measured["serial"], measured["device"]
+    full_s, _, result = measured["full"]
+    one_process_s = measured["one_process"][0] if "one_process" in measured else None
+    one_thread_s = measured["one_thread"][0] if "one_thread" in measured else None
+    round_ratios = [s / d for s, d in zip(serial_times, device_times)]
     passes: dict[str, float] = {}
     traditional.compile_to_batches(sources, dev, timings=passes, workers=n_workers)
     ok = result.n_ok
@@ -60,6 +69,7 @@ def run(n: int = 4096, seed: int = 0, device=None, repeats: int = 3, json_path: 
         "traditional_device_1process_s": one_process_s,
         "ratio_device_1process_vs_serial": serial_s / one_process_s if one_process_s else None,
         "traditional_device_1thread_s": one_thread_s,
+        "ratio_device_vs_serial_by_round": round_ratios,
         "ratio_device_1thread_vs_serial": serial_s / one_thread_s if one_thread_s else None,
     }
     shared = f" ({n_workers} worker processes)" if n_workers > 1 else ""
@@ -77,6 +87,9 @@ def run(n: int = 4096, seed: int = 0, device=None, repeats: int = 3, json_path: 
     if one_thread_s:
         row("  in one process, 1 thread", one_thread_s)
     row("traditional, to host Programs", full_s)
+    if len(round_ratios) > 1:
+        print(f"  to ProgramBatch by round (serial and traditional measured seconds apart): "
+              f"{min(round_ratios):.2f}x to {max(round_ratios):.2f}x serial")
     total = sum(passes.values()) or 1.0
     summed = " (summed over the workers)" if n_workers > 1 else ""
     print(f"  per pass{summed}: " + ", ".join(f"{k} {v * 1e3:.0f} ms ({100 * v / total:.0f}%)" for k, v in passes.items()))
