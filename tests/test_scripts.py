@@ -67,3 +67,19 @@ def test_pool_settings_compares_settings_in_the_worker_pool():
     apart = [float(re.search(r"workers apart +([\d.]+) ms", line).group(1)) for line in rows]
     medians = [float(re.search(r"median +([\d.]+) ms", line).group(1)) for line in rows]
     assert all(0 <= a < m for a, m in zip(apart, medians))  # a worker's part takes less than the whole call
+
+
+def test_chunk_cost_prints_a_time_per_chunk_and_per_program():
+    out = run("scripts/chunk-cost.py", "--sizes", "2,8", "--repeats", "3", "--part", "300")
+    rows = [line for line in out.splitlines() if "a chunk" in line]
+    assert out.startswith("chunk-cost: chunks of generated programs") and len(rows) == 2
+    per_chunk = [float(re.search(r"([\d.]+) ms a chunk", line).group(1)) for line in rows]
+    per_program = [float(re.search(r"([\d.]+) us a program", line).group(1)) for line in rows]
+    assert all(t > 0 for t in per_chunk)
+    assert all(abs(p * n / 1e3 - t) <= 0.01 for p, n, t in zip(per_program, (2, 8), per_chunk))  # (as printed)
+    # and how a worker's part splits: lexing and token chunks, each padded (cells >= the rows' own bytes or tokens)
+    lexing = re.search(r"lexing: (\d+) chunks .*, ([\d.]+)x its bytes", out)
+    tokens = re.search(r"token passes: (\d+) chunks .*, ([\d.]+)x its tokens", out)
+    assert "a part of 300 programs for 2 workers: 150 programs" in out and lexing and tokens, out
+    assert int(lexing.group(1)) >= 1 and int(tokens.group(1)) >= 1
+    assert float(lexing.group(2)) >= 1 and float(tokens.group(2)) >= 1

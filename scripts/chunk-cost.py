@@ -1,0 +1,93 @@
+"""What one chunk costs by its size: the fixed part every chunk pays, whatever its size, and what each
+program adds (docs/performance.md, "Where the time goes").
+
+    python scripts/chunk-cost.py [--device cpu] [--sizes 4,16,64,256,512] [--threads 1] [--repeats 25]
+                                 [--part 4096] [--workers 2]
+
+Each size is a chunk of that many generated programs of the batch's median length (seed 0), compiled
+through every pass (`compile_chunk`: pack and lex, then the token passes on the same rows) `--repeats`
+times; the median of all but the first five is printed, per chunk and per program. On a CPU the
+default is one intra-op thread, as in a worker process. The smallest chunk's time is nearly all fixed
+cost: the passes' few thousand tensor calls, which cost the same for one program as for hundreds.
+
+Then how many chunks pay it: the first worker's part of a `--part`-program batch shared out to
+`--workers` processes, cut as that worker cuts it (lexing chunks by byte length, then token chunks
+regrouped by token count), with the padding of each (cells over the rows' own bytes or tokens).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+import torch
+
+from jupyter_gpuiter.compilers import traditional
+from jupyter_gpuiter.lang.generate import generate_batch
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--sizes", default="4,16,64,256,512")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--repeats", type=int, default=25)
+    ap.add_argument("--part", type=int, default=4096)
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args()
+    dev = torch.device(args.device)
+    if dev.type == "cpu":
+        torch.set_num_threads(args.threads)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    n = max(4096, 2 * max(sizes))
+    by_length = sorted((traditional.encode(s) for s in generate_batch(n, 0)), key=len)
+    mid = n // 2 - max(sizes) // 2  # programs of about the median length
+    warm = max(1, min(5, args.repeats - 1))
+    print(f"chunk-cost: chunks of generated programs of about {len(by_length[n // 2])} bytes on {dev}"
+          + (f", {torch.get_num_threads()} thread(s)" if dev.type == "cpu" else ""))
+    for size in sizes:
+        chunk = by_length[mid:mid + size]
+        times, passes = [], {}
+        for k in range(args.repeats):
+            t0 = time.perf_counter()
+            traditional.compile_chunk(chunk, dev, timings=passes if k >= warm else None)
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+            times.append(time.perf_counter() - t0)
+        t = statistics.median(times[warm:] or times)
+        counted = max(1, args.repeats - warm)
+        print(f"  {size:6d} programs {sum(map(len, chunk)):9,d} bytes  {t * 1e3:8.2f} ms a chunk  "
+              f"{t / size * 1e6:9.1f} us a program   (" + ", ".join(f"{name} {v / counted * 1e3:.2f}"
+                                                          for name, v in passes.items()) + " ms)")
+    if args.part:
+        split_of_a_part(args.part, args.workers, dev)
+
+
+def split_of_a_part(n: int, workers: int, dev: torch.device) -> None:
+    """Print the chunks the first of `workers` processes cuts its part of n generated programs into."""
+    encoded = [traditional.encode(s) for s in generate_batch(n, 0)]
+    sizes = np.fromiter(map(len, encoded), dtype=np.int64, count=n)
+    part = [encoded[i] for i in np.argsort(sizes, kind="stable").tolist()[0::workers]]
+    width = np.fromiter(map(len, part), dtype=np.int64, count=len(part)) + 1
+    max_cells = traditional.chunk_cells(dev) // workers
+    min_cells = min(traditional.MIN_CHUNK_CELLS.get(dev.type, max_cells), max_cells)
+    waste = traditional.PAD_WASTE_ONE_THREAD if dev.type == "cpu" and torch.get_num_threads() == 1 else \
+        traditional.PAD_WASTE
+    lexing = traditional._split(list(range(len(part))), width, width, max_cells, min_cells, waste)
+    lexed = [(sel, traditional._lex_chunk([part[i] for i in sel], dev)) for sel in lexing]
+    shapes = [(tk.kind.shape, sum(tk.row_tokens)) for _, tk in traditional._regrouped(
+        lexed, width, max_cells, min_cells, waste, dev, None)]
+    byte_cells = sum(len(sel) * int(width[sel].max()) for sel in lexing)
+    token_cells = sum(rows * cols for (rows, cols), _ in shapes)
+    print(f"a part of {n} programs for {workers} workers: {len(part)} programs, {int(width.sum()):,} bytes")
+    print(f"  lexing: {len(lexing)} chunks of {min(map(len, lexing))}-{max(map(len, lexing))} programs, "
+          f"{byte_cells / width.sum():.3f}x its bytes in cells")
+    print(f"  token passes: {len(shapes)} chunks of {min(s[0] for s, _ in shapes)}-{max(s[0] for s, _ in shapes)} "
+          f"programs, {token_cells / sum(t for _, t in shapes):.3f}x its tokens in cells "
+          f"(chunks {min(r * c for (r, c), _ in shapes):,}-{max(r * c for (r, c), _ in shapes):,} token cells)")
+
+
+if __name__ == "__main__":
+    main()
