@@ -10,9 +10,14 @@ times; the median of all but the first five is printed, per chunk and per progra
 default is one intra-op thread, as in a worker process. The smallest chunk's time is nearly all fixed
 cost: the passes' few thousand tensor calls, which cost the same for one program as for hundreds.
 
-Then how many chunks pay it: the first worker's part of a `--part`-program batch shared out to
-`--workers` processes, cut as that worker cuts it (lexing chunks by byte length, then token chunks
-regrouped by token count), with the padding of each (cells over the rows' own bytes or tokens).
+Then how many chunks pay it, and what it is at their size: the first worker's part of a
+`--part`-program batch shared out to `--workers` processes, cut as that worker cuts it (lexing chunks
+by byte length, then token chunks regrouped by token count), with the padding of each (cells over the
+rows' own bytes or tokens); and the time of lexing, and of the token passes, over those chunks in a
+row, over the same rows cut in twice as many chunks (each chunk's every other row), and over chunks
+twice as large (each chunk's rows twice over: no more padding), in alternating rounds (`--repeats` //
+5 of them, at least 3). What the halves add per chunk is what a chunk costs at that size for being one
+more; what the doubled chunks save against twice the time, what a chunk twice as large would save.
 """
 
 from __future__ import annotations
@@ -62,11 +67,12 @@ def main() -> None:
               f"{t / size * 1e6:9.1f} us a program   (" + ", ".join(f"{name} {v / counted * 1e3:.2f}"
                                                           for name, v in passes.items()) + " ms)")
     if args.part:
-        split_of_a_part(args.part, args.workers, dev)
+        split_of_a_part(args.part, args.workers, dev, args.repeats)
 
 
-def split_of_a_part(n: int, workers: int, dev: torch.device) -> None:
-    """Print the chunks the first of `workers` processes cuts its part of n generated programs into."""
+def split_of_a_part(n: int, workers: int, dev: torch.device, repeats: int) -> None:
+    """Print the chunks the first of `workers` processes cuts its part of n generated programs into, and
+    what halving them costs."""
     encoded = [traditional.encode(s) for s in generate_batch(n, 0)]
     sizes = np.fromiter(map(len, encoded), dtype=np.int64, count=n)
     part = [encoded[i] for i in np.argsort(sizes, kind="stable").tolist()[0::workers]]
@@ -77,8 +83,8 @@ def split_of_a_part(n: int, workers: int, dev: torch.device) -> None:
         traditional.PAD_WASTE
     lexing = traditional._split(list(range(len(part))), width, width, max_cells, min_cells, waste)
     lexed = [(sel, traditional._lex_chunk([part[i] for i in sel], dev)) for sel in lexing]
-    shapes = [(tk.kind.shape, sum(tk.row_tokens)) for _, tk in traditional._regrouped(
-        lexed, width, max_cells, min_cells, waste, dev, None)]
+    groups = [tk for _, tk in traditional._regrouped(lexed, width, max_cells, min_cells, waste, dev, None)]
+    shapes = [(tk.kind.shape, sum(tk.row_tokens)) for tk in groups]
     byte_cells = sum(len(sel) * int(width[sel].max()) for sel in lexing)
     token_cells = sum(rows * cols for (rows, cols), _ in shapes)
     print(f"a part of {n} programs for {workers} workers: {len(part)} programs, {int(width.sum()):,} bytes")
@@ -87,6 +93,35 @@ def split_of_a_part(n: int, workers: int, dev: torch.device) -> None:
     print(f"  token passes: {len(shapes)} chunks of {min(s[0] for s, _ in shapes)}-{max(s[0] for s, _ in shapes)} "
           f"programs, {token_cells / sum(t for _, t in shapes):.3f}x its tokens in cells "
           f"(chunks {min(r * c for (r, c), _ in shapes):,}-{max(r * c for (r, c), _ in shapes):,} token cells)")
+
+    def halves(rows: int) -> list[list[int]]:
+        return [h for h in (list(range(0, rows, 2)), list(range(1, rows, 2))) if h]
+
+    with torch.inference_mode():
+        half_lexing = [[part[sel[j]] for j in h] for sel in lexing for h in halves(len(sel))]
+        half_groups = [traditional.regroup([(tk, h)], int(tk.data_padded.shape[1]) - 2)
+                       for tk in groups for h in halves(tk.kind.shape[0])]
+        double_groups = [traditional.regroup([(tk, list(range(tk.kind.shape[0])) * 2)], int(tk.data_padded.shape[1]) - 2)
+                         for tk in groups]
+    whole_lexing = [[part[i] for i in sel] for sel in lexing]
+    runs = {"lexing": (whole_lexing, half_lexing, [c * 2 for c in whole_lexing],
+                       lambda chunk: traditional._lex_chunk(chunk, dev)),
+            "token passes": (groups, half_groups, double_groups, lambda tk: traditional._token_passes(tk, dev))}
+    for name, (*cuts, fn) in runs.items():
+        times: list[list[float]] = [[] for _ in cuts]
+        for _ in range(max(3, repeats // 5)):
+            for k, chunks in enumerate(cuts):
+                t0 = time.perf_counter()
+                for chunk in chunks:
+                    fn(chunk)
+                if dev.type == "cuda":
+                    torch.cuda.synchronize(dev)
+                times[k].append(time.perf_counter() - t0)
+        whole, halved, doubled = (statistics.median(t) for t in times)
+        n, n_halves = len(cuts[0]), len(cuts[1])
+        print(f"  {name}: {whole * 1e3:.1f} ms over its {n} chunks; {halved * 1e3:.1f} ms over {n_halves} halves "
+              f"({(halved - whole) / (n_halves - n) * 1e3:+.2f} ms a chunk more); {doubled * 1e3:.1f} ms over them doubled "
+              f"({(2 * whole - doubled) / n * 1e3:.2f} ms a chunk saved against twice the time)")
 
 
 if __name__ == "__main__":

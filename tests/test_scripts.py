@@ -71,7 +71,7 @@ def test_pool_settings_compares_settings_in_the_worker_pool():
 
 def test_chunk_cost_prints_a_time_per_chunk_and_per_program():
     out = run("scripts/chunk-cost.py", "--sizes", "2,8", "--repeats", "3", "--part", "300")
-    rows = [line for line in out.splitlines() if "a chunk" in line]
+    rows = [line for line in out.splitlines() if "us a program" in line]
     assert out.startswith("chunk-cost: chunks of generated programs") and len(rows) == 2
     per_chunk = [float(re.search(r"([\d.]+) ms a chunk", line).group(1)) for line in rows]
     per_program = [float(re.search(r"([\d.]+) us a program", line).group(1)) for line in rows]
@@ -83,3 +83,8 @@ def test_chunk_cost_prints_a_time_per_chunk_and_per_program():
     assert "a part of 300 programs for 2 workers: 150 programs" in out and lexing and tokens, out
     assert int(lexing.group(1)) >= 1 and int(tokens.group(1)) >= 1
     assert float(lexing.group(2)) >= 1 and float(tokens.group(2)) >= 1
+    # and the same rows timed as cut, in halves and doubled
+    for name in ("lexing", "token passes"):
+        timed = re.search(name + r": ([\d.]+) ms over its (\d+) chunks; ([\d.]+) ms over (\d+) halves .*; ([\d.]+) ms over "
+                          r"them doubled", out)
+        assert timed and int(timed.group(4)) >= int(timed.group(2)) and float(timed.group(5)) > 0, out
