@@ -76,6 +76,21 @@ def main() -> None:
     print(f"{'a + b on 4 elements (a call)':30}{timed(lambda: tiny + other, dev, 2000):27.2f}")
     print(f"{'a + 3 on 4 elements':30}{timed(lambda: tiny + 3, dev, 2000):27.2f}")
     print(f"{'bool mask.any(1)':30}{timed(lambda: mask.any(1), dev):27.1f}")
+    # the same array as one flat stream of segments (a row each), as flat token streams would hold it
+    a32 = values[torch.int32]
+    stream = a32.view(-1)
+    seg = torch.arange(shape[0], dtype=torch.int32, device=dev).repeat_interleave(shape[1])
+    seg64, starts = seg.long(), (torch.arange(shape[0], device=dev) * shape[1])
+
+    def segmented_cumsum():
+        c = stream.cumsum(0, dtype=torch.int32)
+        return c - (c.index_select(0, starts) - stream.index_select(0, starts)).index_select(0, seg)
+
+    print(f"{'row cumsum (int32)':30}{timed(lambda: a32.cumsum(1, dtype=torch.int32), dev):27.1f}")
+    print(f"{'flat cumsum less segment base':30}{timed(segmented_cumsum, dev):27.1f}")
+    print(f"{'row amin (int32)':30}{timed(lambda: a32.amin(1), dev):27.1f}")
+    print(f"{'scatter_reduce amin by segment':30}"
+          f"{timed(lambda: a32.new_full((shape[0],), 1 << 30).scatter_reduce_(0, seg64, stream, 'amin'), dev):27.1f}")
     print(f"{'mask.view(uint8).amax(1)':30}{timed(lambda: mask.view(torch.uint8).amax(1), dev):27.1f}")
 
 
