@@ -1,5 +1,5 @@
 """What one chunk costs by its size: the fixed part every chunk pays, whatever its size, and what each
-program adds (docs/performance.md, "Where the time goes").
+program adds, and how many chunks a worker pays it for (docs/performance.md, "The chunk-cost round").
 
     python scripts/chunk-cost.py [--device cpu] [--sizes 4,16,64,256,512] [--threads 1] [--repeats 25]
                                  [--part 4096] [--workers 2]
@@ -72,7 +72,7 @@ def main() -> None:
 
 def split_of_a_part(n: int, workers: int, dev: torch.device, repeats: int) -> None:
     """Print the chunks the first of `workers` processes cuts its part of n generated programs into, and
-    what halving them costs."""
+    their time as cut, halved and doubled."""
     encoded = [traditional.encode(s) for s in generate_batch(n, 0)]
     sizes = np.fromiter(map(len, encoded), dtype=np.int64, count=n)
     part = [encoded[i] for i in np.argsort(sizes, kind="stable").tolist()[0::workers]]

@@ -69,8 +69,8 @@ def run(n: int = 4096, seed: int = 0, device=None, repeats: int = 3, json_path: 
         "traditional_device_1process_s": one_process_s,
         "ratio_device_1process_vs_serial": serial_s / one_process_s if one_process_s else None,
         "traditional_device_1thread_s": one_thread_s,
-        "ratio_device_vs_serial_by_round": round_ratios,
         "ratio_device_1thread_vs_serial": serial_s / one_thread_s if one_thread_s else None,
+        "ratio_device_vs_serial_by_round": round_ratios,
     }
     shared = f" ({n_workers} worker processes)" if n_workers > 1 else ""
     print(f"gpuiter bench compile: {n} generated programs, {n_bytes / 1e6:.2f} MB, {ok} valid, device {dev}{shared}, "

@@ -8,8 +8,9 @@ Start-up costs what a plain IPython kernel costs plus importing the package (`ju
   modules tried in order). A missing or failing extension is logged as a warning and reported in
   kernel_info; the kernel stays usable as a plain IPython kernel.
 - in `start()`: a daemon thread detects the device and, with CUDA, creates the CUDA context (the
-  slow part on a GPU machine), and builds the traditional compiler's tables there; it then schedules the creation of the Session
-  (`jupyter_gpuiter.session()`, with the neural model loaded on its device) on the kernel's main
+  slow part on a GPU machine), and builds the traditional compiler's tables there; it then schedules
+  the creation of the Session (`jupyter_gpuiter.session()`, with the neural model loaded on its
+  device) on the kernel's main
   loop, so the Session is only ever created on the thread that runs cells. A cell that needs it before that simply creates it itself.
 
 kernel_info_reply: IPython's reply unchanged (`language_info` included) plus one top-level field,

@@ -26,7 +26,7 @@ def _power_of_five_128(q: int) -> int:
     fast_float's table_generation.py makes them."""
     if q >= 0:
         p = 5 ** q
-        n = p.bit_length() - 128  # shifted to 128 bits (by halvings, as the generator does: truncated)
+        n = p.bit_length() - 128  # its top bit brought to bit 127 (a right shift truncates, as halving does)
         return p >> n if n > 0 else p << -n
     p = 5 ** -q
     z = p.bit_length()  # the least z with 2^z >= p (no power of 5 above 1 is one of 2)
