@@ -23,14 +23,7 @@ def machine(device) -> dict:
 
 def timed(fn, repeats: int, sync=None) -> tuple[float, list[float], object]:
     """Median wall time of `repeats` calls (after the caller's warm-up), all times, last result."""
-    times, result = [], None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        result = fn()
-        if sync is not None:
-            sync()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), times, result
+    return alternating({"fn": fn}, repeats, sync)["fn"]
 
 
 def alternating(fns: dict, repeats: int, sync=None) -> dict[str, tuple[float, list[float], object]]:
