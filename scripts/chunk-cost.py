@@ -90,9 +90,13 @@ def split_of_a_part(n: int, workers: int, dev: torch.device, repeats: int) -> No
     print(f"a part of {n} programs for {workers} workers: {len(part)} programs, {int(width.sum()):,} bytes")
     print(f"  lexing: {len(lexing)} chunks of {min(map(len, lexing))}-{max(map(len, lexing))} programs, "
           f"{byte_cells / width.sum():.3f}x its bytes in cells")
+    # neighbouring chunks merged in pairs: the rows of both, as wide as the wider (chunks come by token count)
+    paired = sum((shapes[k][0][0] + (shapes[k + 1][0][0] if k + 1 < len(shapes) else 0)) * shapes[min(k + 1, len(shapes) - 1)][0][1]
+                 for k in range(0, len(shapes), 2))
     print(f"  token passes: {len(shapes)} chunks of {min(s[0] for s, _ in shapes)}-{max(s[0] for s, _ in shapes)} "
           f"programs, {token_cells / sum(t for _, t in shapes):.3f}x its tokens in cells "
-          f"(chunks {min(r * c for (r, c), _ in shapes):,}-{max(r * c for (r, c), _ in shapes):,} token cells)")
+          f"(chunks {min(r * c for (r, c), _ in shapes):,}-{max(r * c for (r, c), _ in shapes):,} token cells; "
+          f"merged in pairs, {paired / token_cells:.3f}x these cells)")
 
     def halves(rows: int) -> list[list[int]]:
         return [h for h in (list(range(0, rows, 2)), list(range(1, rows, 2))) if h]
