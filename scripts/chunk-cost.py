@@ -42,6 +42,8 @@ def main() -> None:
     ap.add_argument("--part", type=int, default=4096)
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args()
+    if args.workers < 1 or args.repeats < 1:
+        ap.error("--workers and --repeats take a whole number of at least 1")
     dev = torch.device(args.device)
     if dev.type == "cpu":
         torch.set_num_threads(args.threads)
@@ -78,9 +80,7 @@ def split_of_a_part(n: int, workers: int, dev: torch.device, repeats: int) -> No
     part = [encoded[i] for i in np.argsort(sizes, kind="stable").tolist()[0::workers]]
     width = np.fromiter(map(len, part), dtype=np.int64, count=len(part)) + 1
     max_cells = traditional.chunk_cells(dev) // workers
-    min_cells = min(traditional.MIN_CHUNK_CELLS.get(dev.type, max_cells), max_cells)
-    waste = traditional.PAD_WASTE_ONE_THREAD if dev.type == "cpu" and torch.get_num_threads() == 1 else \
-        traditional.PAD_WASTE
+    min_cells, waste = traditional.chunk_closing(dev, max_cells)
     lexing = traditional._split(list(range(len(part))), width, width, max_cells, min_cells, waste)
     lexed = [(sel, traditional._lex_chunk([part[i] for i in sel], dev)) for sel in lexing]
     groups = [tk for _, tk in traditional._regrouped(lexed, width, max_cells, min_cells, waste, dev, None)]

@@ -331,11 +331,18 @@ def _stream(encoded: list[bytes], order: list[int], sizes, device, max_cells: in
     yield from _batches(encoded, order, sizes + 1, device, max_cells, timings)
 
 
+def chunk_closing(device: torch.device, max_cells: int) -> tuple[int, float]:
+    """(cells past which a chunk may close, the padding that closes it) for chunks of up to max_cells on
+    `device` in this process (a CPU's one-thread worker closes sooner)."""
+    min_cells = min(MIN_CHUNK_CELLS.get(device.type, max_cells), max_cells)
+    waste = PAD_WASTE_ONE_THREAD if device.type == "cpu" and torch.get_num_threads() == 1 else PAD_WASTE
+    return min_cells, waste
+
+
 def _batches(encoded: list[bytes], order: list[int], width, device, max_cells: int, timings: dict | None):
     """Chunks compiled in this process, each as soon as it is done: (indices into encoded, Chunk), for the
     rows in `order` (sorted by length, within the size limit)."""
-    min_cells = min(MIN_CHUNK_CELLS.get(device.type, max_cells), max_cells)
-    waste = PAD_WASTE_ONE_THREAD if device.type == "cpu" and torch.get_num_threads() == 1 else PAD_WASTE
+    min_cells, waste = chunk_closing(device, max_cells)
     lexed, held = [], 0
     byte_chunks = _split(order, width, width, max_cells, min_cells, waste)
     for k, sel in enumerate(byte_chunks):
