@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from jupyter_gpuiter.compilers import traditional
+from jupyter_gpuiter.compilers.traditional.plan import split
 from jupyter_gpuiter.lang.generate import generate_batch
 
 
@@ -81,7 +82,7 @@ def split_of_a_part(n: int, workers: int, dev: torch.device, repeats: int) -> No
     width = np.fromiter(map(len, part), dtype=np.int64, count=len(part)) + 1
     max_cells = traditional.chunk_cells(dev) // workers
     min_cells, waste = traditional.chunk_closing(dev, max_cells)
-    lexing = traditional._split(list(range(len(part))), width, width, max_cells, min_cells, waste)
+    lexing = split(list(range(len(part))), width, width, max_cells, min_cells, waste)
     lexed = [(sel, traditional._lex_chunk([part[i] for i in sel], dev)) for sel in lexing]
     groups = [tk for _, tk in traditional._regrouped(lexed, width, max_cells, min_cells, waste, dev, None)]
     shapes = [(tk.kind.shape, sum(tk.row_tokens)) for tk in groups]

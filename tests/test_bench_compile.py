@@ -14,7 +14,7 @@ from jupyter_gpuiter.compilers.traditional import workers
 from jupyter_gpuiter.ir import Program
 from jupyter_gpuiter.lang.generate import generate_batch
 
-PASSES = ["pack", "lex", "regroup", "rules", "parse", "semantic", "exact", "codegen"]
+PASSES = ["plan", "pack", "lex", "regroup", "rules", "parse", "semantic", "exact", "codegen"]
 
 
 def test_report_is_consistent_and_restores_threads(tmp_path, capsys, monkeypatch):
@@ -35,6 +35,8 @@ def test_report_is_consistent_and_restores_threads(tmp_path, capsys, monkeypatch
     assert report["workers"] == 2
     assert report["ratio_device_1process_vs_serial"] == report["serial_s"] / report["traditional_device_1process_s"]
     assert list(report["passes_s"]) == PASSES and all(v > 0 for v in report["passes_s"].values())
+    host = report["passes_s"]["plan"] + report["passes_s"]["pack"]
+    assert report["host_us_per_program"] == host / 48 * 1e6  # the host's share before the passes
     alone, _ = traditional.compile_to_batches(sources, workers=1)  # the workers' literal texts: as many as here
     assert report["host_literals"] == sum(len(c.host_literals()[0]) for _, c in alone)
     assert json.loads((tmp_path / "compile.json").read_text()) == json.loads(json.dumps(report))

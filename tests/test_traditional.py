@@ -113,13 +113,65 @@ def test_short_programs_are_not_padded_to_the_long_ones(monkeypatch):
 
 
 def test_lexing_chunks_pad_bytes_and_later_chunks_pad_tokens_at_most_pad_waste():
+    from jupyter_gpuiter.compilers.traditional.plan import split
+
     sizes = np.array([10, 11, 12, 40, 41, 44, 90, 95, 99])
     tokens = np.array([3, 9, 4, 12, 30, 13, 31, 33, 14])
-    by_bytes = traditional._split(list(range(9)), sizes + 1, sizes + 1, 10**6, 0)
+    by_bytes = split(list(range(9)), sizes + 1, sizes + 1, 10**6, 0, 1.1)
     assert by_bytes == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
     order = np.argsort(tokens, kind="stable").tolist()
-    assert traditional._split(order, sizes + 1, tokens, 10**6, 0) == [[0], [2], [1], [3, 5, 8], [4, 6, 7]]
-    assert traditional._split(order, sizes + 1, tokens, 250, 0)[-2:] == [[4, 6], [7]]  # 3 rows of up to 96 bytes: 288
+    assert split(order, sizes + 1, tokens, 10**6, 0, 1.1) == [[0], [2], [1], [3, 5, 8], [4, 6, 7]]
+    assert split(order, sizes + 1, tokens, 250, 0, 1.1)[-2:] == [[4, 6], [7]]  # 3 rows of up to 96 bytes: 288
+
+
+def split_by_steps(order, width, height, max_cells, min_cells, pad_waste):
+    """The chunk cut as its definition reads, a row at a time: the oracle of split.split."""
+    heights, widths = [int(height[i]) for i in order], [int(width[i]) for i in order]
+    chunks, start = [], 0
+    while start < len(order):
+        stop, used, widest = start + 1, heights[start], widths[start]
+        while stop < len(order):
+            n, h, widest_next = stop - start + 1, heights[stop], max(widest, widths[stop])
+            cells = n * widest_next
+            if cells > max_cells or (cells > min_cells and n * h > pad_waste * (used + h)):
+                break
+            used, widest, stop = used + h, widest_next, stop + 1
+        chunks.append(list(order[start:stop]))
+        start = stop
+    return chunks
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 300), st.integers(0, 90)), max_size=400),
+       st.sampled_from([40, 300, 3000, 10 ** 6]), st.sampled_from([0, 200, 2000, 10 ** 7]),
+       st.sampled_from([1.0, 1.05, 1.1, 1.5]), st.booleans())
+def test_split_cuts_where_a_row_at_a_time_would(rows, max_cells, min_cells, pad_waste, by_tokens):
+    from jupyter_gpuiter.compilers.traditional.plan import split
+
+    width, tokens = np.array([w for w, _ in rows], dtype=np.int64), np.array([t for _, t in rows], dtype=np.int64)
+    height = tokens if by_tokens else width
+    order = np.argsort(height, kind="stable").tolist()
+    chunks = split(order, width, height, max_cells, min_cells, pad_waste)
+    assert chunks == split_by_steps(order, width, height, max_cells, min_cells, pad_waste)
+    assert [i for c in chunks for i in c] == order
+
+
+HINT_BYTES = st.binary(max_size=60) | st.lists(st.sampled_from([b"1", b".", b"_", b"e", b"E", b"\r", b"x", b" "]),
+                                                max_size=40).map(b"".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(HINT_BYTES, max_size=6), st.booleans())
+def test_host_hints_match_their_definitions(sources, as_str):
+    import re
+
+    from jupyter_gpuiter.compilers.traditional.lex import host_hints
+
+    hard = re.compile(rb"[0-9.][eE]|[0-9._]{17}")
+    expected = (any(b"\r" in s for s in sources), any(hard.search(s) for s in sources))
+    if as_str:  # (bytes past ASCII become other bytes past ASCII, which never count)
+        sources = [s.decode("latin-1") for s in sources]
+    assert host_hints(sources) == expected
 
 
 @pytest.mark.parametrize("source", [
@@ -209,15 +261,15 @@ _BASE_DIGITS = {"x": "0123456789abcdefABCDEF", "o": "01234567", "b": "01"}
 
 def lexed_literals(lits: list[str]) -> tuple[list[tuple[float, bool]], list[str]]:
     """Per literal, lex's (value, left to the host) in `return x + <literal>`; and those sources. Also
-    checks the host's hint: where may_hold_hard_literals says no literal needs more than Clinger's fast
-    path, lex gives the same without floats.py."""
-    from jupyter_gpuiter.compilers.traditional.lex import lex, may_hold_hard_literals
+    checks the host's hint: where host_hints says no literal needs more than Clinger's fast path, lex
+    gives the same without floats.py."""
+    from jupyter_gpuiter.compilers.traditional.lex import host_hints, lex
     from jupyter_gpuiter.compilers.traditional.pack import pack
 
     srcs = [f"def f(x):\n    return x + {lit}\n" for lit in lits]
     data, lengths = pack(srcs, "cpu")
     results = []
-    for hard in {True, may_hold_hard_literals(srcs)}:
+    for hard in {True, host_hints(srcs)[1]}:
         tk = lex(data, lengths, 4096, hard_literals=hard)
         at = [row.index(spec.TOK["number"]) for row in tk.kind.tolist()]
         results.append([(float(tk.value[i, j]), bool(tk.slow_number[i, j])) for i, j in enumerate(at)])
@@ -307,15 +359,16 @@ def test_lexer_matches_the_reference_on_random_text():
         assert got_err == ((err.kind, err.line, err.col) if err else None), s
 
 
+@pytest.mark.parametrize("padded_on_host", [True, False])  # a CPU's way, and a GPU's (a gather on the device)
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.text(st.characters(codec="utf-8") | st.sampled_from(["\udc80", "é", "\r", "\x00"]), max_size=30),
                 max_size=12), st.data())
-def test_pack_pads_each_source_to_the_widest(sources, data):
+def test_pack_pads_each_source_to_the_widest(padded_on_host, sources, data):
     from jupyter_gpuiter.compilers.traditional.pack import encode, pack
 
     as_bytes = data.draw(st.lists(st.booleans(), min_size=len(sources), max_size=len(sources)))
     mixed = [encode(s) if b else s for s, b in zip(sources, as_bytes)]  # str and pre-encoded bytes alike
-    out, lengths = pack(mixed, "cpu")
+    out, lengths = pack(mixed, "cpu", padded_on_host)
     raw = [s.encode("utf-8", errors="surrogatepass") for s in sources]
     width = max(map(len, raw), default=0) + 1  # at least one padding byte after the longest
     assert out.dtype == torch.uint8 and out.shape == (len(sources), width)

@@ -34,16 +34,17 @@ from . import workers as worker_processes
 from .codegen import codegen
 from .common import NO_ERROR, decode_keys, error_key
 from .exact import collisions
-from .lex import Tokens, lex, may_hold_hard_literals
+from .lex import Tokens, host_hints, lex
 from .pack import encode, pack
 from .parse import parse
+from .plan import by_size, split
 from .regroup import regroup
 from .rules import MESSAGES as RULE_MESSAGES
 from .rules import check
 from .semantic import MESSAGES as SEM_MESSAGES
 from .semantic import MSG_BASE, analyse
 
-PASSES = ("pack", "lex", "regroup", "rules", "parse", "semantic", "exact", "codegen")
+PASSES = ("plan", "pack", "lex", "regroup", "rules", "parse", "semantic", "exact", "codegen")
 LEX_MSG_BASE = 64
 LEX_KIND_CODES = [KIND_CODES[dfa.LEX_ERRORS[c][0]] if c else 0 for c in range(len(dfa.LEX_ERRORS) + 1)]
 #: byte cells (programs x padded length) per chunk at most, on a CPU. A chunk's memory peaks at 225-410
@@ -194,11 +195,11 @@ def _lex_chunk(sources: Sequence[str | bytes], device, timings: dict | None = No
     tick = _Ticks(timings, device)
     # no autograd bookkeeping: the passes run ~10% faster on a CPU (bench compile, 2 threads)
     with torch.inference_mode():
+        hints = host_hints(sources)  # (read on the host: no sync)
         data, lengths = pack(sources, device)
         tick("pack")
         max_tokens = min(data.shape[1] + 1, 2 * spec.MAX_TOKENS + 2)
-        has_cr = any((b"\r" if isinstance(s, bytes) else "\r") in s for s in sources)  # host-side: no sync
-        tk = lex(data, lengths, max_tokens, has_cr, may_hold_hard_literals(sources))
+        tk = lex(data, lengths, max_tokens, *hints)
         tick("lex")
     return tk
 
@@ -246,26 +247,6 @@ def _fix_slow_numbers(chunk: Chunk, imms: list, lengths: list[int]) -> None:
         values, dtype=torch.float64, device=dev)
 
 
-def _split(order: list[int], width, height, max_cells: int, min_cells: int, pad_waste: float = PAD_WASTE
-           ) -> list[list[int]]:
-    """`order` (rows sorted by height) cut into chunks: a chunk's cells (its rows times the widest's width) stay
-    within max_cells, and past min_cells it closes where padding its rows to the next one's height would make
-    them pad_waste times their heights."""
-    heights, widths = np.asarray(height)[order].tolist(), np.asarray(width)[order].tolist()  # (Python ints: faster)
-    chunks, start = [], 0
-    while start < len(order):
-        stop, used, widest = start + 1, heights[start], widths[start]
-        while stop < len(order):
-            n, h, widest_next = stop - start + 1, heights[stop], max(widest, widths[stop])
-            cells = n * widest_next
-            if cells > max_cells or (cells > min_cells and n * h > pad_waste * (used + h)):
-                break
-            used, widest, stop = used + h, widest_next, stop + 1
-        chunks.append(order[start:stop])
-        start = stop
-    return chunks
-
-
 def compile_to_batches(sources: list[str], device=None, timings: dict | None = None, workers: int | None = None):
     """The device part: per chunk (indices into `sources`, Chunk), and the sources' sizes in bytes. Sources
     over the size limit are left out (compile_batch reports them).
@@ -292,9 +273,9 @@ def compile_stream(sources: list[str], device=None, timings: dict | None = None,
     timings are complete once the iterator is done. Exhaust the iterator or close it: one left
     suspended holds the worker pool (a caller that closes it early ends the workers)."""
     device = torch.device(device or "cpu")
-    encoded = [encode(s) for s in sources]
-    sizes = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-    order = [i for i in np.argsort(sizes, kind="stable").tolist() if sizes[i] <= spec.MAX_SOURCE_BYTES]
+    tick = _Ticks(timings, device)
+    encoded, sizes, order = by_size(sources)
+    tick("plan")
     max_cells = chunk_cells(device)
     if device.type != "cpu" or not worker_processes.available():
         n = 1
@@ -342,9 +323,11 @@ def chunk_closing(device: torch.device, max_cells: int) -> tuple[int, float]:
 def _batches(encoded: list[bytes], order: list[int], width, device, max_cells: int, timings: dict | None):
     """Chunks compiled in this process, each as soon as it is done: (indices into encoded, Chunk), for the
     rows in `order` (sorted by length, within the size limit)."""
+    tick = _Ticks(timings, device)
     min_cells, waste = chunk_closing(device, max_cells)
     lexed, held = [], 0
-    byte_chunks = _split(order, width, width, max_cells, min_cells, waste)
+    byte_chunks = split(order, width, width, max_cells, min_cells, waste)
+    tick("plan")
     for k, sel in enumerate(byte_chunks):
         lexed.append((sel, _lex_chunk([encoded[i] for i in sel], device, timings)))
         held += len(sel) * int(width[sel[-1]])
@@ -395,8 +378,8 @@ def _regrouped(lexed, width, max_cells: int, min_cells: int, pad_waste: float, d
     part_of, row_of, tokens = (np.zeros(len(width), dtype=np.int64) for _ in range(3))
     for p, (sel, tk) in enumerate(lexed):
         part_of[sel], row_of[sel], tokens[sel] = p, np.arange(len(sel)), tk.row_tokens
-    order = rows[np.argsort(tokens[rows], kind="stable")].tolist()  # ties keep the byte-length order
-    groups = _split(order, width, tokens, max_cells, min_cells, pad_waste)
+    order = rows[np.argsort(tokens[rows], kind="stable")]  # ties keep the byte-length order
+    groups = split(order, width, tokens, max_cells, min_cells, pad_waste)
     tick("regroup")
     for group in groups:
         tick = _Ticks(timings, device)  # (the caller's passes run between the chunks)

@@ -1,0 +1,76 @@
+"""The host's work per program on a GPU's path through the traditional compiler, and the programs/s it
+allows any device (docs/performance.md, "The host's share").
+
+    python scripts/host-cost.py [--n 16384] [--copies 4] [--repeats 5]
+
+A GPU runs a chunk's passes in a few thousand kernel launches whatever its size, but the host touches
+every program before the device sees it: it encodes and sorts the sources, cuts them into chunks, scans
+each for lex's hints and joins its bytes for the upload; after lexing it cuts the rows again by token
+count. Those steps run here as compile_to_batches runs them for a CUDA device, at its chunk sizes
+(2^24 cells at most, closing past 2^22), with pack's device part on torch's `meta` device (shapes
+only, no data), so that only the host's work is timed. The batch is --n generated programs (seed 0)
+repeated --copies times; the token counts come from lexing it on the CPU first. Prints the median
+microseconds a program of each step over --repeats runs, their sum, and the ceiling it sets:
+1 / sum programs/s, whatever the device.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+import torch
+
+from jupyter_gpuiter.compilers import traditional
+from jupyter_gpuiter.compilers.traditional.lex import host_hints
+from jupyter_gpuiter.compilers.traditional.pack import pack
+from jupyter_gpuiter.compilers.traditional.plan import by_size, split
+from jupyter_gpuiter.lang.generate import generate_batch
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=16384)
+    ap.add_argument("--copies", type=int, default=4)
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args()
+    if min(args.n, args.copies, args.repeats) < 1:
+        ap.error("--n, --copies and --repeats take a whole number of at least 1")
+    sources = generate_batch(args.n, 0) * args.copies
+    cuda = torch.device("cuda")  # (a device type only: nothing runs on it)
+    max_cells = traditional.CUDA_CHUNK_CELLS
+    min_cells, waste = traditional.chunk_closing(cuda, max_cells)
+    encoded, sizes, order = by_size(sources)
+    width = sizes + 1
+    tokens = np.zeros(len(sources), dtype=np.int64)
+    for sel in split(order, width, width, max_cells, min_cells, waste):
+        tokens[sel] = traditional._lex_chunk([encoded[i] for i in sel], "cpu").row_tokens
+
+    steps = {
+        "encode and sort": lambda: by_size(sources),
+        "cut by bytes": lambda: split(order, width, width, max_cells, min_cells, waste),
+        "hints and pack": lambda: [(host_hints(chunk), pack(chunk, "meta")) for chunk in chunks],
+        "cut by tokens": lambda: split(np.asarray(order)[np.argsort(tokens[order], kind="stable")], width, tokens,
+                                       max_cells, min_cells, waste),
+    }
+    chunks = [[encoded[i] for i in sel] for sel in steps["cut by bytes"]()]
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(args.repeats):
+        for name, step in steps.items():
+            t0 = time.perf_counter()
+            step()
+            times[name].append(time.perf_counter() - t0)
+    n = len(sources)
+    per_program = {name: statistics.median(ts) / n * 1e6 for name, ts in times.items()}
+    print(f"host-cost: {n:,} programs ({args.n:,} generated, {args.copies} copies), {len(chunks)} byte chunks on a "
+          f"CUDA device's path, median of {args.repeats}")
+    for name, us in per_program.items():
+        print(f"  {name:<16}{us:8.3f} us a program")
+    total = sum(per_program.values())
+    print(f"  {'total':<16}{total:8.3f} us a program: at most {1e6 / total:,.0f} programs/s on any device")
+
+
+if __name__ == "__main__":
+    main()
