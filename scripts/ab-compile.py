@@ -2,7 +2,7 @@
 
     git worktree add --detach /tmp/base <commit>
     python scripts/ab-compile.py /tmp/base . [--n 4096] [--threads 2] [--repeats 5] [--no-cr]
-                                            [--statements MIN MAX] [--max-nodes N]
+                                            [--statements MIN MAX] [--max-nodes N] [--plain]
 
 Both packages are imported under aliases (the compiler's modules import each other relatively), so they
 run alternately in one process on the same machine state. First every output of compile_batch is
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -55,6 +56,9 @@ def main() -> None:
     ap.add_argument("--statements", type=int, nargs=2, metavar=("MIN", "MAX"),
                     help="statements a program (the generator's `statements` knob)")
     ap.add_argument("--max-nodes", type=int, help="nodes an expression at most (the generator's `max_nodes` knob)")
+    ap.add_argument("--plain", action="store_true",
+                    help="only generated programs with no CR and no literal past Clinger's fast path, as most "
+                         "hand-written ones (no exponent, no 17 digits, points and underscores in a row)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     links = tempfile.mkdtemp(prefix="ab-compile-")
@@ -63,6 +67,11 @@ def main() -> None:
     new, _ = load(args.new, "gi_new", links)
     knobs = {k: v for k, v in (("statements", tuple(args.statements or ())), ("max_nodes", args.max_nodes)) if v}
     sources = generate.generate_batch(args.n, 0, **knobs)
+    seed, plain = 0, re.compile(r"\r|[0-9.][eE]|[0-9._]{17}")
+    while args.plain and len(sources := [s for s in sources if not plain.search(s)]) < args.n:
+        seed += 1
+        sources += generate.generate_batch(args.n, seed, **knobs)
+    sources = sources[: args.n]
     if args.no_cr:
         sources = [s.replace("\r\n", "\n").replace("\r", "\n") for s in sources]
     sources += [m for m, _ in generate.mutate_batch(sources[: args.n // 2], 1)]

@@ -229,7 +229,7 @@ def _token_passes(tk: Tokens, device, timings: dict | None = None) -> Chunk:
     # inference tensors cannot be updated in place outside inference mode (as _fix_slow_numbers and a
     # batch's users may): the batch leaves as ordinary tensors, a copy of its few MB
     batch = ProgramBatch(ops.clone(), args.clone(), imm.clone(), n_inst.clone(), sm.n_params * ok, err.clone())
-    return Chunk(batch, msg, recheck, tk.row_tokens, imm_tok, tk.start, tk.end, tk.data_padded)
+    return Chunk(batch, msg, recheck, tk.row_tokens.tolist(), imm_tok, tk.start, tk.end, tk.data_padded)
 
 
 def _fix_slow_numbers(chunk: Chunk, imms: list, lengths: list[int]) -> None:
@@ -374,12 +374,13 @@ def _regrouped(lexed, width, max_cells: int, min_cells: int, pad_waste: float, d
     """Lexed chunks' rows in new chunks of similar token counts, made one at a time as the caller asks for
     them: (source indices, Tokens) per chunk."""
     tick = _Ticks(timings, device)
+    # the held rows, in lexed order (by byte length), numbered from 0: their sources, lexed chunk, row in it
     rows = np.concatenate([np.asarray(sel, dtype=np.int64) for sel, _ in lexed])
-    part_of, row_of, tokens = (np.zeros(len(width), dtype=np.int64) for _ in range(3))
-    for p, (sel, tk) in enumerate(lexed):
-        part_of[sel], row_of[sel], tokens[sel] = p, np.arange(len(sel)), tk.row_tokens
-    order = rows[np.argsort(tokens[rows], kind="stable")]  # ties keep the byte-length order
-    groups = split(order, width, tokens, max_cells, min_cells, pad_waste)
+    part_of = np.repeat(np.arange(len(lexed)), [len(sel) for sel, _ in lexed])
+    row_of = np.concatenate([np.arange(len(sel)) for sel, _ in lexed])
+    tokens = np.concatenate([tk.row_tokens for _, tk in lexed])
+    order = np.argsort(tokens, kind="stable")  # ties keep the byte-length order
+    groups = split(order, width[rows], tokens, max_cells, min_cells, pad_waste)
     tick("regroup")
     for group in groups:
         tick = _Ticks(timings, device)  # (the caller's passes run between the chunks)
@@ -391,8 +392,8 @@ def _regrouped(lexed, width, max_cells: int, min_cells: int, pad_waste: float, d
         else:
             with torch.inference_mode():
                 pieces = zip(parts, np.split(g, starts[1:]))
-                tk = regroup([(lexed[p][1], row_of[piece].tolist()) for p, piece in pieces], int(width[g].max()) - 1)
-            sel = g.tolist()
+                tk = regroup([(lexed[p][1], row_of[piece]) for p, piece in pieces], int(width[rows[g]].max()) - 1)
+            sel = rows[g].tolist()
         tick("regroup")
         yield sel, tk
 

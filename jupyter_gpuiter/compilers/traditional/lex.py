@@ -201,7 +201,7 @@ class Tokens:
     longest_line: int  # tokens on one logical line, its NEWLINE not counted (of programs that may parse)
     most_lines: int  # NEWLINE tokens in one program
     deepest: int  # parens open at one byte (a `(` counts at its own)
-    row_tokens: list[int]  # count, read to the host with the maxima: how compile_to_batches regroups rows
+    row_tokens: np.ndarray  # [B] count, read to the host with the maxima: how compile_to_batches regroups rows
 
 
 def normalize_newlines(data: torch.Tensor, lengths: torch.Tensor, width: int, has_cr: bool = True):
@@ -361,7 +361,8 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int, has_cr: bool
     line_tokens = since.amax(1) * ~(has_error | depth[:, -1].bool())
     sizes = [total.max(), (digits[:, -1] & _M14).max(), line_tokens.max().int(),  # a number has a digit
              newline.sum(1, dtype=torch.int16).max().int(), depth.amax().int()]
-    T, NT, longest_line, most_lines, deepest, *totals = torch.cat([torch.stack(sizes), total]).tolist()
+    read = torch.cat([torch.stack(sizes), total]).numpy(force=True)  # (to the host: the one read)
+    T, NT, longest_line, most_lines, deepest = read[:5].tolist()
     T, NT = max(1, min(T, max_tokens)), max(1, NT)
     slots = torch.zeros((B, T + 2), dtype=torch.int32, device=dev)
     slots.scatter_(1, (n_sel * selected).clamp_(max=T + 1).long(), pos.expand(B, L))  # slot 0 and T + 1 discard
@@ -411,7 +412,7 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int, has_cr: bool
                            hard_literals)
     return Tokens(kind, tok_start, tok_end, tok_line, tok_col, tok_line_start, key, tok_hash, value, slow, prefix_bad,
                   count, truncated, code, lex_line, lex_col, b, lengths, indent_hash, longest_line,
-                  most_lines, deepest, [min(n, T) for n in totals])
+                  most_lines, deepest, np.minimum(read[5:], T))
 
 
 def pack_key(word: str) -> int:

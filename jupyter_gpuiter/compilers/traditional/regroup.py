@@ -10,6 +10,7 @@ asynchronous on CUDA).
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from .lex import Tokens
@@ -19,16 +20,18 @@ _TOKEN_FIELDS = ("kind", "start", "end", "line", "col", "line_start", "key", "ha
 _ROW_FIELDS = ("count", "truncated", "lex_error", "lex_line", "lex_col", "lengths")
 
 
-def regroup(parts: list[tuple[Tokens, list[int]]], most_bytes: int) -> Tokens:
-    """The Tokens of rows taken from other chunks' Tokens, in order: parts are (Tokens, row indices),
-    most_bytes the rows' longest source (the host knows it). Arrays are as wide as lex makes them for these
-    rows (the most tokens; the bytes, pack's padding byte and lex's end position), padded with zeros as lex
-    pads them; the loop bounds are the parts' maxima, bounds still. One index_select a field and part,
-    written in place; nothing uploaded but the row indices (pinned and asynchronous on CUDA)."""
+def regroup(parts: list[tuple[Tokens, np.ndarray]], most_bytes: int) -> Tokens:
+    """The Tokens of rows taken from other chunks' Tokens, in order: parts are (Tokens, row indices as an
+    int64 array), most_bytes the rows' longest source (the host knows it). Arrays are as wide as lex makes
+    them for these rows (the most tokens; the bytes, pack's padding byte and lex's end position), padded
+    with zeros as lex pads them; the loop bounds are the parts' maxima, bounds still. One index_select a
+    field and part, written in place; nothing uploaded but the row indices (pinned and asynchronous on
+    CUDA)."""
     first = parts[0][0]
     device = first.kind.device
-    T = max(1, max(tk.row_tokens[r] for tk, rows in parts for r in rows))
-    B = sum(len(rows) for _, rows in parts)
+    row_tokens = np.concatenate([tk.row_tokens[rows] for tk, rows in parts])
+    T = max(1, int(row_tokens.max(initial=0)))
+    B = len(row_tokens)
     idx = [_upload(rows, device) for _, rows in parts]
 
     def rows_of(name: str, width: int | None) -> torch.Tensor:
@@ -51,11 +54,11 @@ def regroup(parts: list[tuple[Tokens, list[int]]], most_bytes: int) -> Tokens:
     fields.update({name: rows_of(name, None) for name in _ROW_FIELDS})
     return Tokens(**fields, data_padded=rows_of("data_padded", most_bytes + 2),
                   longest_line=max(tk.longest_line for tk, _ in parts), most_lines=max(tk.most_lines for tk, _ in parts),
-                  deepest=max(tk.deepest for tk, _ in parts), row_tokens=[tk.row_tokens[r] for tk, rows in parts for r in rows])
+                  deepest=max(tk.deepest for tk, _ in parts), row_tokens=row_tokens)
 
 
-def _upload(rows: list[int], device) -> torch.Tensor:
-    index = torch.tensor(rows, dtype=torch.int64)
+def _upload(rows, device) -> torch.Tensor:
+    index = torch.from_numpy(np.asarray(rows, dtype=np.int64))
     if device.type != "cuda":
         return index.to(device)
     return index.pin_memory().to(device, non_blocking=True)  # no wait for the queued work
