@@ -4,9 +4,9 @@ allows any device (docs/performance.md, "The host's share").
     python scripts/host-cost.py [--n 16384] [--copies 4] [--repeats 5]
 
 A GPU runs a chunk's passes in a few thousand kernel launches whatever its size, but the host touches
-every program before the device sees it: it encodes and sorts the sources, cuts them into chunks, scans
-each for lex's hints and joins its bytes for the upload; after lexing it cuts the rows again by token
-count. Those steps run here as compile_to_batches runs them for a CUDA device, at its chunk sizes
+every program before the device sees it: it encodes and sorts the sources, cuts them into chunks and
+joins each chunk's bytes for the upload (a CPU's path also scans them for lex's hints, a GPU's does
+not); after lexing it cuts the rows again by token count. Those steps run here as compile_to_batches runs them for a CUDA device, at its chunk sizes
 (2^24 cells at most, closing past 2^22), with pack's device part on torch's `meta` device (shapes
 only, no data), so that only the host's work is timed. The batch is --n generated programs (seed 0)
 repeated --copies times; the token counts come from lexing it on the CPU first. Prints the median
@@ -24,7 +24,6 @@ import numpy as np
 import torch
 
 from jupyter_gpuiter.compilers import traditional
-from jupyter_gpuiter.compilers.traditional.lex import host_hints
 from jupyter_gpuiter.compilers.traditional.pack import pack
 from jupyter_gpuiter.compilers.traditional.plan import by_size, split
 from jupyter_gpuiter.lang.generate import generate_batch
@@ -51,8 +50,7 @@ def main() -> None:
     steps = {
         "encode and sort": lambda: by_size(sources),
         "cut by bytes": lambda: split(order, width, width, max_cells, min_cells, waste),
-        "hints and pack": lambda: [(host_hints(chunk), pack(chunk, "meta"))
-                                   for chunk in ([encoded[i] for i in sel] for sel in byte_chunks)],
+        "pack": lambda: [pack([encoded[i] for i in sel], "meta") for sel in byte_chunks],
         "cut by tokens": lambda: split(np.asarray(order)[np.argsort(tokens[order], kind="stable")], width, tokens,
                                        max_cells, min_cells, waste),
     }

@@ -95,7 +95,7 @@ def test_host_cost_times_the_host_steps_and_their_ceiling():
     assert out.startswith("host-cost: 120 programs (40 generated, 3 copies)")
     rows = re.finditer(r"^  (\S.*?)\s+([\d.]+) us a program", out, re.MULTILINE)
     steps = {m.group(1).strip(): float(m.group(2)) for m in rows}
-    assert list(steps) == ["encode and sort", "cut by bytes", "hints and pack", "cut by tokens", "total"]
+    assert list(steps) == ["encode and sort", "cut by bytes", "pack", "cut by tokens", "total"]
     assert all(v > 0 for v in steps.values()) and abs(sum(steps.values()) - 2 * steps["total"]) < 0.01
     ceiling = int(re.search(r"at most ([\d,]+) programs/s", out).group(1).replace(",", ""))
     assert abs(ceiling - 1e6 / steps["total"]) <= 1e6 / steps["total"] * 0.01
