@@ -96,7 +96,8 @@ def run(n: int = 4096, seed: int = 0, device=None, repeats: int = 3, json_path: 
     summed = " (summed over the workers)" if n_workers > 1 else ""
     print(f"  per pass{summed}: " + ", ".join(f"{k} {v * 1e3:.0f} ms ({100 * v / total:.0f}%)" for k, v in passes.items()))
     host_us = report["host_us_per_program"]
-    print(f"  host's work before the passes (plan, pack){summed}: {host_us:.2f} us a program, "
+    over = ", summed over the workers" if n_workers > 1 else ""
+    print(f"  host's work before the passes (plan and pack{over}): {host_us:.2f} us a program, "
           f"at most {1e6 / host_us:,.0f} programs/s on any device")
     if json_path:
         print(f"  wrote {write_json(report, json_path)}")
