@@ -59,3 +59,34 @@ def test_every_mode_returns_its_device_batch_in_order():
     for mode in ("serial", "traditional"):
         res = compile_batch(sources, mode=mode)
         assert [canonical(r) for r in res.batch.to_results()] == res.canonical(), mode
+
+
+def test_objects_unpacked_with_the_collector_paused_leave_the_young_generation_unscanned():
+    import gc
+
+    from jupyter_gpuiter.ir import gc_paused
+
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    with gc_paused():
+        assert not gc.isenabled()
+        made = [[i] for i in range(1000)]
+    assert gc.isenabled()
+    oldest = {id(o) for o in gc.get_objects(generation=2)}
+    assert id(made) in oldest and all(id(x) in oldest for x in made)  # moved there, not left to a young collection
+    assert gc.get_freeze_count() == 0  # and none left frozen
+
+
+def test_the_collector_pause_leaves_a_process_s_own_frozen_objects_frozen():
+    import gc
+
+    from jupyter_gpuiter.ir import gc_paused
+
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        with gc_paused():
+            [[1] for _ in range(10)]
+        assert gc.isenabled() and gc.get_freeze_count() == frozen  # not thawed
+    finally:
+        gc.unfreeze()
