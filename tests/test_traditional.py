@@ -124,6 +124,22 @@ def test_lexing_chunks_pad_bytes_and_later_chunks_pad_tokens_at_most_pad_waste()
     assert split(order, sizes + 1, tokens, 250, 0, 1.1)[-2:] == [[4, 6], [7]]  # 3 rows of up to 96 bytes: 288
 
 
+HEADS = [  # def lines as Python reads them: comments before and inside, continuations, a trailing comma
+    "# scale (by two)\ndef double(x, y):\n    return x * 2\n", "def  f( a ,b ):\n    return a\n",
+    "def g(a,  # first (one)\n      b,\n):\n    return a\n", "def \\\n h \\\n (x):\n    return x\n",
+    "\n\n  # c\r\ndef k():\n    return 1\n", "def t(x,):\n    return x\n", "def u(p\t,\tq)  :  # (r)\n    return q\n",
+]
+
+
+def test_names_are_those_the_serial_compiler_reads():
+    sources = HEADS + VALID + generate.generate_batch(300, 21)
+    serial = compile_batch(sources, mode="serial").results
+    got = compile_batch(sources, mode="traditional").results
+    pairs = [(s, g) for s, g in zip(serial, got) if isinstance(s, Program)]
+    assert len(pairs) > 250 and all(isinstance(r, Program) for r in serial[: len(HEADS)])
+    assert [(g.name, g.param_names) for _, g in pairs] == [(s.name, s.param_names) for s, _ in pairs]
+
+
 def split_by_steps(order, width, height, max_cells, min_cells, pad_waste):
     """The chunk cut as its definition reads, a row at a time: the oracle of split.split."""
     heights, widths = [int(height[i]) for i in order], [int(width[i]) for i in order]

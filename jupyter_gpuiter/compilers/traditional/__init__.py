@@ -466,11 +466,17 @@ def _assemble(batches, sizes, device, rechecked: dict | None = None) -> ProgramB
     return ProgramBatch(ops, args, imm, lengths, n_params, error)
 
 
+# a valid program's head: blank and comment lines, then `def NAME(params)`, where a comment or a
+# backslash may end a line inside the parentheses (and a comment may hold a parenthesis)
+_HEAD = re.compile(r"(?:[ \t\f]*(?:#[^\r\n]*)?(?:\r\n|\r|\n))*[ \t\f]*def[\s\\]+([^\s\\(]+)[\s\\]*\(((?:[^)#]|#[^\r\n]*)*)\)")
+_COMMENT = re.compile(r"#[^\r\n]*")
+
+
 def _names(source: str) -> tuple[str, list[str]]:
-    """The function and parameter names of a program, for display (the IR itself is nameless)."""
-    i = source.find("(")
-    if i < 0:
-        return source.replace("def", "", 1).strip() or "kernel", []
-    j = source.find(")", i + 1)
-    params = source[i + 1:j] if j >= 0 else source[i + 1:]
-    return source[:i].replace("def", "", 1).strip() or "kernel", [p for p in map(str.strip, params.split(",")) if p]
+    """The function and parameter names of a valid program (names are ASCII), for display: the IR
+    itself is nameless."""
+    head = _HEAD.match(source)
+    if head is None:  # (not a program the compiler accepted)
+        return "kernel", []
+    params = _COMMENT.sub("", head.group(2)).split(",")
+    return head.group(1), [p for p in (q.strip(" \t\f\r\n\\") for q in params) if p]
