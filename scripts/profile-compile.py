@@ -12,14 +12,19 @@ larger chunks or fewer launches; a busy one is limited by the kernels themselves
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import time
 
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.profiler import ProfilerActivity, profile
 
+from jupyter_gpuiter.compilers import traditional
 from jupyter_gpuiter.compilers.traditional import compile_to_batches
 from jupyter_gpuiter.lang import generate
+
+lex_module = importlib.import_module("jupyter_gpuiter.compilers.traditional.lex")  # (the package's `lex` is the function)
 
 
 def main() -> None:
@@ -35,8 +40,8 @@ def main() -> None:
     sources = generate.generate_batch(args.n, args.seed)
     compile_to_batches(sources, dev)  # warm-up: tables, allocator
 
-    def once():
-        batches, _ = compile_to_batches(sources, dev)
+    def once(timings=None):
+        batches, _ = compile_to_batches(sources, dev, timings)
         if cuda:
             torch.cuda.synchronize(dev)
         return batches
@@ -57,6 +62,48 @@ def main() -> None:
               f"{100 * busy / wall:.0f}% of the wall time")
     sort_by = "self_device_time_total" if cuda else "self_cpu_time_total"
     print(events.table(sort_by=sort_by, row_limit=args.rows))
+    by_pass, dfa = tensor_calls(once)
+    print(f"tensor calls from Python (a kernel launch or more each on a GPU), a chunk on average: "
+          f"{sum(by_pass.values()) / len(batches):,.0f}; by pass, over the {len(batches)} chunks: "
+          + ", ".join(f"{k} {v:,}" for k, v in by_pass.items()) + f"; of lex's, the DFA scan's {dfa:,} (two a byte pair)")
+
+
+class _Calls(TorchFunctionMode):
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def tensor_calls(once) -> tuple[dict[str, int], int]:
+    """The torch calls `once` makes from Python, by pass (the compiler's pass ticks mark where one ends),
+    and those of lex's DFA scan."""
+    by_pass: dict[str, int] = {}
+    calls, seen, dfa = _Calls(), [0], [0]
+    tick, run_dfa = traditional._Ticks.__call__, lex_module._run_dfa
+
+    def counted_tick(self, name):
+        by_pass[name] = by_pass.get(name, 0) + calls.count - seen[0]
+        seen[0] = calls.count
+        return tick(self, name)
+
+    def counted_dfa(*a):
+        before = calls.count
+        try:
+            return run_dfa(*a)
+        finally:
+            dfa[0] += calls.count - before
+
+    traditional._Ticks.__call__, lex_module._run_dfa = counted_tick, counted_dfa
+    try:
+        with calls:
+            once(timings={})  # (ticks run only with timings)
+    finally:
+        traditional._Ticks.__call__, lex_module._run_dfa = tick, run_dfa
+    return by_pass, dfa[0]
 
 
 if __name__ == "__main__":

@@ -37,6 +37,11 @@ def test_profile_compile_prints_the_op_table():
     assert head.startswith("profile-compile: 24 generated programs on cpu, 1 chunks")
     assert int(head.split(", ")[-1].split()[0].replace(",", "")) > 1000  # aten op calls
     assert "Self CPU" in out and "aten::" in out
+    line = next(x for x in out.splitlines() if x.startswith("tensor calls from Python"))
+    by_pass = {k: int(v.replace(",", "")) for k, v in re.findall(r"(\w+) ([\d,]+)(?=[,;])", line.split("by pass")[1])}
+    assert {"lex", "rules", "parse", "semantic", "codegen"} <= set(by_pass) and all(v > 0 for v in by_pass.values())
+    dfa = int(re.search(r"the DFA scan's ([\d,]+)", line).group(1).replace(",", ""))
+    assert 0 < dfa < by_pass["lex"]
 
 
 def test_gpu_check_is_valid_bash_and_names_existing_scripts():
