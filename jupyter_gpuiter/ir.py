@@ -16,6 +16,7 @@ ret %2
 from __future__ import annotations
 
 import gc
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from itertools import repeat
@@ -29,6 +30,10 @@ OP_INDEX = spec.IR_OP_INDEX
 OP_NAMES = [op.name for op in spec.IR_OPS]
 
 
+#: whether gc.freeze and gc.unfreeze splice the generations' lists (a GIL build before 3.14's collector)
+_SPLICING_FREEZE = sys.version_info < (3, 14) and getattr(sys, "_is_gil_enabled", lambda: True)()
+
+
 @contextmanager
 def gc_paused():
     """Pause the cyclic garbage collector while unpacking a batch into host objects: the hundreds of
@@ -36,22 +41,24 @@ def gc_paused():
     batches, a full one (up to half the host time). The objects hold no cycles; the collector resumes
     (if it was on) when the block exits.
 
-    On exit the objects made meanwhile move to the oldest generation unscanned (gc.freeze, then
-    unfreeze, which puts the frozen objects there), or the first young collection after it would
-    traverse them all: 40-60 ms of a 4,096-program compile_batch. They are scanned at the next full
-    collection instead, with everything else long-lived; cyclic garbage that was young then is
-    collected at that one too. Skipped while the process holds frozen objects of its own (unfreezing
-    would thaw them)."""
+    On exit every young object of the process, these among them, moves to the oldest generation
+    unscanned (gc.freeze, then unfreeze, which puts the frozen objects there), or the first young
+    collection after it would traverse them all: 40-60 ms of a 4,096-program compile_batch. They are
+    scanned at a later full collection instead, with everything else long-lived, and cyclic garbage
+    that was young then waits for that one too. Skipped while the process holds frozen objects of its
+    own (unfreezing would thaw them), and where the two calls are not a cheap splice of lists: CPython
+    3.14's incremental collector and free-threaded builds (both unmeasured here)."""
     was_on = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if was_on:
-            if gc.get_freeze_count() == 0:
+            if _SPLICING_FREEZE and gc.get_freeze_count() == 0:
                 gc.freeze()
                 gc.unfreeze()
             gc.enable()
+
 
 
 def format_imm(op: str, imm: float, index: int) -> str:

@@ -70,6 +70,8 @@ def main() -> None:
     seed, plain = 0, re.compile(r"\r|[0-9.][eE]|[0-9._]{17}")
     while args.plain and len(sources := [s for s in sources if not plain.search(s)]) < args.n:
         seed += 1
+        if seed > 100:
+            ap.error(f"--plain: 100 generated batches held only {len(sources)} plain programs")
         sources += generate.generate_batch(args.n, seed, **knobs)
     sources = sources[: args.n]
     if args.no_cr:

@@ -9,7 +9,7 @@ joins each chunk's bytes for the upload (a CPU's path also scans them for lex's 
 not); after lexing it cuts the rows again by token count. Those steps run here as compile_to_batches runs them for a CUDA device, at its chunk sizes
 (2^24 cells at most, closing past 2^22), with pack's device part on torch's `meta` device (shapes
 only, no data), so that only the host's work is timed. The batch is --n generated programs (seed 0)
-repeated --copies times; the token counts come from lexing it on the CPU first. Prints the median
+repeated --copies times; the token counts come from lexing it on the CPU first, in a CPU's chunks. Prints the median
 microseconds a program of each step over --repeats runs, their sum, and the ceiling it sets:
 1 / sum programs/s, whatever the device.
 """
@@ -44,8 +44,9 @@ def main() -> None:
     encoded, sizes, order = by_size(sources)
     width = sizes + 1
     tokens = np.zeros(len(sources), dtype=np.int64)
-    for sel in split(order, width, width, max_cells, min_cells, waste):
-        tokens[sel] = traditional._lex_chunk([encoded[i] for i in sel], "cpu").row_tokens
+    cpu = torch.device("cpu")  # lexed at a CPU's chunk sizes (within its memory budget)
+    for sel in split(order, width, width, traditional.CHUNK_CELLS, *traditional.chunk_closing(cpu, traditional.CHUNK_CELLS)):
+        tokens[sel] = traditional._lex_chunk([encoded[i] for i in sel], cpu).row_tokens
 
     steps = {
         "encode and sort": lambda: by_size(sources),

@@ -1,5 +1,6 @@
 """The IR: canonical text, ProgramBatch packing, determinism."""
 
+import pytest
 import torch
 
 from jupyter_gpuiter import CompileError, ProgramBatch, compile_batch
@@ -64,8 +65,11 @@ def test_every_mode_returns_its_device_batch_in_order():
 def test_objects_unpacked_with_the_collector_paused_leave_the_young_generation_unscanned():
     import gc
 
+    from jupyter_gpuiter import ir
     from jupyter_gpuiter.ir import gc_paused
 
+    if not ir._SPLICING_FREEZE:
+        pytest.skip("the move is made on GIL builds before CPython 3.14 only")
     assert gc.isenabled() and gc.get_freeze_count() == 0
     with gc_paused():
         assert not gc.isenabled()

@@ -128,6 +128,7 @@ HEADS = [  # def lines as Python reads them: comments before and inside, continu
     "# scale (by two)\ndef double(x, y):\n    return x * 2\n", "def  f( a ,b ):\n    return a\n",
     "def g(a,  # first (one)\n      b,\n):\n    return a\n", "def \\\n h \\\n (x):\n    return x\n",
     "\n\n  # c\r\ndef k():\n    return 1\n", "def t(x,):\n    return x\n", "def u(p\t,\tq)  :  # (r)\n    return q\n",
+    "\\\n\ndef v(x):\n    return x\n", "# c\r\n\\\r\n\r\ndef w(x):\r\n    return x\r\n",  # a backslash line first
 ]
 
 
@@ -138,6 +139,19 @@ def test_names_are_those_the_serial_compiler_reads():
     pairs = [(s, g) for s, g in zip(serial, got) if isinstance(s, Program)]
     assert len(pairs) > 250 and all(isinstance(r, Program) for r in serial[: len(HEADS)])
     assert [(g.name, g.param_names) for _, g in pairs] == [(s.name, s.param_names) for s, _ in pairs]
+
+
+def test_reading_names_takes_time_linear_in_the_head():
+    """A failed match of the head must not backtrack over each way to read CRLFs (2^40 here): a
+    subprocess, so that a regression fails by its timeout instead of hanging the run."""
+    import subprocess
+    import sys
+
+    code = ("from jupyter_gpuiter.compilers.traditional import _names; "
+            "print(_names('# c\\r\\n' * 40 + '\\\\\\r\\n\\r\\ndef f(x):\\r\\n    return x\\r\\n'), "
+            "_names('\\r\\n' * 40 + 'x'), _names('def f(#' + 'a' * 8000), _names('def f(' + '#' * 60))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout
+    assert out.split() == ["('f',", "['x'])", "('kernel',", "[])", "('kernel',", "[])", "('kernel',", "[])"]
 
 
 def split_by_steps(order, width, height, max_cells, min_cells, pad_waste):

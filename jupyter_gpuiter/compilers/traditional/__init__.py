@@ -466,9 +466,12 @@ def _assemble(batches, sizes, device, rechecked: dict | None = None) -> ProgramB
     return ProgramBatch(ops, args, imm, lengths, n_params, error)
 
 
-# a valid program's head: blank and comment lines, then `def NAME(params)`, where a comment or a
-# backslash may end a line inside the parentheses (and a comment may hold a parenthesis)
-_HEAD = re.compile(r"(?:[ \t\f]*(?:#[^\r\n]*)?(?:\r\n|\r|\n))*[ \t\f]*def[\s\\]+([^\s\\(]+)[\s\\]*\(((?:[^)#]|#[^\r\n]*)*)\)")
+# a valid program's head: blank, comment and backslash-ended lines, then `def NAME(params)`, where a
+# comment or a backslash may end a line inside the parentheses (and a comment may hold a parenthesis).
+# Unambiguous, so that a failed match cannot backtrack exponentially: a lone CR is one not before LF,
+# and a comment runs to its line's end
+_HEAD = re.compile(r"(?:[ \t\f]*(?:#[^\r\n]*|\\)?(?:\r\n|\r(?!\n)|\n))*[ \t\f]*def[\s\\]+([^\s\\(]+)[\s\\]*"
+                   r"\(((?:[^)#]|#[^\r\n]*(?![^\r\n]))*)\)")
 _COMMENT = re.compile(r"#[^\r\n]*")
 
 
