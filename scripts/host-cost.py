@@ -1,17 +1,17 @@
 """The host's work per program on a GPU's path through the traditional compiler, and the programs/s it
-allows any device (docs/performance.md, "The host's share").
+allows any device (docs/performance.md, "The host's share round").
 
     python scripts/host-cost.py [--n 16384] [--copies 4] [--repeats 5]
 
 A GPU runs a chunk's passes in a few thousand kernel launches whatever its size, but the host touches
 every program before the device sees it: it encodes and sorts the sources, cuts them into chunks and
 joins each chunk's bytes for the upload (a CPU's path also scans them for lex's hints, a GPU's does
-not); after lexing it cuts the rows again by token count. Those steps run here as compile_to_batches runs them for a CUDA device, at its chunk sizes
-(2^24 cells at most, closing past 2^22), with pack's device part on torch's `meta` device (shapes
-only, no data), so that only the host's work is timed. The batch is --n generated programs (seed 0)
-repeated --copies times; the token counts come from lexing it on the CPU first, in a CPU's chunks. Prints the median
-microseconds a program of each step over --repeats runs, their sum, and the ceiling it sets:
-1 / sum programs/s, whatever the device.
+not); after lexing it cuts the rows again by token count. Those steps run here as compile_to_batches
+runs them for a CUDA device, at its chunk sizes (2^24 cells at most, closing past 2^22), with pack's
+device part on torch's `meta` device (shapes only, no data), so that only the host's work is timed.
+The batch is --n generated programs (seed 0) repeated --copies times; the token counts come from
+lexing it on the CPU first, in a CPU's chunks. Prints the median microseconds a program of each step
+over --repeats runs, their sum, and the ceiling it sets: 1 / sum programs/s, whatever the device.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ def main() -> None:
     width = sizes + 1
     tokens = np.zeros(len(sources), dtype=np.int64)
     cpu = torch.device("cpu")  # lexed at a CPU's chunk sizes (within its memory budget)
-    for sel in split(order, width, width, traditional.CHUNK_CELLS, *traditional.chunk_closing(cpu, traditional.CHUNK_CELLS)):
+    cpu_cells = traditional.CHUNK_CELLS
+    for sel in split(order, width, width, cpu_cells, *traditional.chunk_closing(cpu, cpu_cells)):
         tokens[sel] = traditional._lex_chunk([encoded[i] for i in sel], cpu).row_tokens
 
     steps = {

@@ -155,7 +155,7 @@ def test_reading_names_takes_time_linear_in_the_head():
 
 
 def split_by_steps(order, width, height, max_cells, min_cells, pad_waste):
-    """The chunk cut as its definition reads, a row at a time: the oracle of split.split."""
+    """The chunk cut as its definition reads, a row at a time: the oracle of plan.split."""
     heights, widths = [int(height[i]) for i in order], [int(width[i]) for i in order]
     chunks, start = [], 0
     while start < len(order):
