@@ -41,6 +41,16 @@ def test_edge_cases_agree():
     assert_agree(VALID + [s for s, _ in INVALID])
 
 
+def test_lone_surrogates_in_comments_and_docstrings_compile_in_both_and_in_a_recheck():
+    """CPython's parser cannot encode a lone surrogate, which lex admits in comments and docstrings: the
+    serial compiler must not raise on one (nor on a row exact.py sends it, whose batch would be lost)."""
+    sources = ["def f(x):\n    return x  # \udc80\n", 'def f(x):\n    """a \ud800 b"""\n    return x\n',
+               "def f(x):\n    return y  # \udfff\n", 'def f(x):\n    """\ud800"""\n    return x +\n',
+               f"def f(x):\n    {TM_A} = x\n    return {TM_B}  # \udc80\n", VALID[0]]
+    got = assert_agree(sources)
+    assert got[:2] == ["%0 = param 0\nret %0"] * 2 and got[4] == "error unknown-name 3:12"
+
+
 PRECEDENCE = ["-2**2", "2**-1", "a**b**c", "a - b - c", "not a == b", "a / b * c // a % b", "-a ** -b",
               "a if b else c if a else b", "(a if b else c) if a else b", "not a and b or not c",
               "a < b == (c > a)", "+-+a", "a ** -b ** c", "-(a) ** 2", "min(a, b, c, a, b) + max(a, b,)",

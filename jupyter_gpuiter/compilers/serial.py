@@ -12,6 +12,7 @@ Phases, each reporting the first error it finds (design §4, docs/language.md "E
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from contextlib import contextmanager
 
@@ -222,9 +223,21 @@ def compile_sources(sources) -> list[Program | CompileError]:
     return results
 
 
+def _encodable(src: str) -> str:
+    """src with each lone surrogate as U+FFFD, which CPython's parser and UTF-8 can encode (both raise
+    UnicodeEncodeError on a surrogate). The token rules have admitted non-ASCII only in comments and
+    docstrings by now, and U+FFFD is one code point of three UTF-8 bytes as a surrogate is in the
+    compiler's sizes, so no line or column moves."""
+    return src if src.isascii() else _SURROGATE.sub("\ufffd", src)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def compile_source(source: str) -> Program:
     """Compile one kernel-language function to a Program, or raise CompileError."""
     src, tokens, structure = check_source(source)
+    src = _encodable(src)
     try:
         tree = ast.parse(src)
     except SyntaxError as e:
