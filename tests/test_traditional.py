@@ -41,6 +41,16 @@ def test_edge_cases_agree():
     assert_agree(VALID + [s for s, _ in INVALID])
 
 
+def test_a_syntax_error_in_a_one_line_def_is_on_its_body_s_first_line():
+    """`def f(x): return ...` holds two statements: a syntax error in the body is at the body's first
+    line, which a header over two lines puts below the def's."""
+    sources = ["def f(x\n): return x +\n", "def f(x): \\\n return x x\n", "def f(x,\n y): return (x +\n y +)\n",
+               "def f(x): return x +\n", "def f(x\n):\n    return x +\n", "def f(x,\n y x):\n    return x\n"]
+    got = assert_agree(sources)
+    assert [g.rsplit(":", 1)[0] for g in got] == ["error syntax 2", "error syntax 2", "error syntax 2",
+                                                  "error syntax 1", "error syntax 3", "error syntax 1"]
+
+
 def test_lone_surrogates_in_comments_and_docstrings_compile_in_both_and_in_a_recheck():
     """CPython's parser cannot encode a lone surrogate, which lex admits in comments and docstrings: the
     serial compiler must not raise on one (nor on a row exact.py sends it, whose batch would be lost)."""

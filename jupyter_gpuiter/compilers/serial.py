@@ -242,7 +242,11 @@ def compile_source(source: str) -> Program:
         tree = ast.parse(src)
     except SyntaxError as e:
         line = e.lineno or 1
+        # statements' first lines: each logical line's, and a one-line def's body (`def f(x): return x`)
         starts = [tokens[a].line for a, _ in structure.lines]
+        body = tokens[structure.header_colon + 1] if structure.header_colon >= 0 else None
+        if body is not None and body.kind != "newline":
+            starts.append(body.line)
         start = max([s for s in starts if s <= line] or [1])
         col = (e.offset or 1) if start == line else 1
         raise CompileError("syntax", start, col, e.msg, source) from None
