@@ -75,6 +75,8 @@ INVALID = [
     (D + "    return x, y\n", ("unsupported", 2, 13)),
     (D + "    return (x, y)\n", ("unsupported", 2, 14)),
     (D + "    return x.real\n", ("unsupported", 2, 13)),
+    (D + "    return np.math.sin(x)\n", ("unsupported", 2, 19)),  # one namespace, not a chain
+    (D + "    return np.np.pi\n", ("unsupported", 2, 17)),
     (D + "    return max(x, key=y)\n", ("unsupported", 2, 22)),
     (D + "    return max(*x)\n", ("unsupported", 2, 16)),
     (D + "    return lambda: x\n", ("unsupported", 2, 12)),

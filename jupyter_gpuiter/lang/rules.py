@@ -173,7 +173,7 @@ def check(tokens: list[Token], source: str, complete: bool = True) -> tuple[Stru
                 fail(t, "unsupported", "strings are only allowed as the docstring")
         elif k == ".":
             ok = (prev == "name" and tokens[i - 1].text in spec.NAMESPACES and i + 1 < len(tokens)
-                  and tokens[i + 1].kind == "name")
+                  and tokens[i + 1].kind == "name" and (i < 2 or tokens[i - 2].kind != "."))  # not np.math.sin
             if not ok:
                 fail(t, "unsupported", "attribute access is only for math.NAME and np.NAME builtins")
         elif k == "," and not in_call:

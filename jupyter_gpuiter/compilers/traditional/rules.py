@@ -230,7 +230,7 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     fail(is_str & tk.prefix_bad, MESSAGES[17][1])
     fail(is_str & ~tk.prefix_bad & ~docstring, MESSAGES[18][1])
     is_namespace = functools.reduce(torch.logical_or, [eq(prev_key, k) for k in NAMESPACE_KEYS])  # two keys: no isin sort
-    dot_ok = eq(prev8, K["name"]) & is_namespace & eq(nxt8, K["name"])
+    dot_ok = eq(prev8, K["name"]) & is_namespace & eq(nxt8, K["name"]) & ~eq(shift_right(prev8, K["newline"]), K["."])
     fail(eq(kind8, K["."]) & ~dot_ok, MESSAGES[19][1])
     fail(eq(kind8, K[","]) & ~in_call, MESSAGES[20][1])
     assigning = eq(kind8, K["="]) | isin(kind, [K[a] for a in spec.AUG_ASSIGN])
