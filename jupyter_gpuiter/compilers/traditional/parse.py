@@ -31,8 +31,8 @@ of a packed class word, unpacked by broadcast shifts. The Tree's fields are int3
 
 Validity is local (Python's expression grammar on these tokens is an operator-precedence grammar):
 operands and operators must alternate, `not` may only start an operand of and/or/not, a ternary
-part or a statement value, and `if`/`else` must pair up inside each bracket. The first bad token
-makes a syntax error at its statement's first line.
+part or a statement value, and `if`/`else` must pair up inside each bracket with no comma of that
+bracket between them. The first bad token makes a syntax error at its statement's first line.
 """
 
 from __future__ import annotations
@@ -407,21 +407,23 @@ def parse(tk: Tokens, st: Structure, ok: torch.Tensor) -> Tree:
     not_last.scatter_(1, (p_tok - T).mul_(live_same).add_(T).long(), live_same)
     bad |= live & ~not_last[:, :T] & ~last_ok
     bad |= eq(cls, K["not"]) & ~p_not_ctx & same
-    # if/else alternate inside each bracket of a statement: sort them by (statement, bracket, position)
+    # if/else alternate inside each bracket of a statement, with no comma of the bracket between an `if`
+    # and its `else` (`f(a if b, c else d)`): sort if/else/`,` by (statement, bracket, position)
     ie = is_if | is_else
+    iec = ie | comma
     group_key = sf1.mul(T + 1).add_(enclosing).sub_(T)  # stmt_first * (T + 1) + enclosing + 1
     if (T + 1) ** 3 + 2 * (T + 1) < 1 << 31:  # int32 keys, with room for `none` above them all
         none = (1 << 31) - 1
-        gkey = group_key.mul_(T + 1).add_(pos).sub_(none).mul_(ie).add_(none)
+        gkey = group_key.mul_(T + 1).add_(pos).sub_(none).mul_(iec).add_(none)
         sk, order = gkey.sort(1)
         grp = sk - order.int()  # the group times T + 1 (order is the position)
     else:
-        gkey = torch.where(ie, group_key.long().mul_(T + 1).add_(positions(kind)), BIG)
+        gkey = torch.where(iec, group_key.long().mul_(T + 1).add_(positions(kind)), BIG)
         sk, order = gkey.sort(1)
         grp = sk - order
     s_if = is_if.gather(1, order)
     # a sorted `if` followed by an `else` of its group makes a pair; every if/else must be in one
-    pair = eq(shift_left(grp, -1), grp) & s_if & ~shift_left(s_if, True)
+    pair = eq(shift_left(grp, -1), grp) & s_if & shift_left(is_else.gather(1, order), False)
     in_pair = torch.zeros_like(bad)
     in_pair.scatter_(1, order, pair | shift_right(pair, False))
     bad |= ie & ~in_pair
