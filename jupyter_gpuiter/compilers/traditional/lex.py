@@ -114,6 +114,8 @@ def _build_tables() -> dict:
     packed = [x | byte_class[x] * S << _X_CS | byte_class[x] * C * S << _X_CCS for x in range(N)]
     per["input"] = [packed[10 if x == 13 else x] for x in range(N)]  # a lone CR reads as LF
     per["C"] = C
+    # the transition on the end of the file from `cont`: the source ends in a backslash continuation
+    per["eof_cont"] = byte_class[dfa.EOF_BYTE] * S + dfa.STATE["cont"]
     return per
 
 
@@ -128,7 +130,7 @@ def _string_prefix_bad() -> np.ndarray:
 def _tables(device):
     if device not in _TABLES:
         t = _build_tables()
-        out = {"C": t.pop("C")}
+        out = {"C": t.pop("C"), "eof_cont": t.pop("eof_cont")}
         for k, v in t.items():
             dtype = torch.int16 if k == "facts" else torch.int32 if k in ("token_kind", "next", "pair") else torch.int64
             out[k] = torch.tensor(v, dtype=dtype, device=device)
@@ -194,6 +196,7 @@ class Tokens:
     lex_error: torch.Tensor  # [B] lexical error code (dfa.E_*), 0 = none (int64)
     lex_line: torch.Tensor  # [B]
     lex_col: torch.Tensor  # [B]
+    ends_continued: torch.Tensor  # [B] bool: the source ends in a backslash continuation (CPython: unexpected EOF)
     data_padded: torch.Tensor  # normalised bytes [B, L + 1] uint8
     lengths: torch.Tensor  # [B] of the normalised sources
     indent_hash: torch.Tensor  # [B, T] int64 hash of the bytes from the token's line start to the token
@@ -394,6 +397,8 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int, has_cr: bool
 
     tok_line, tok_col, tok_line_start = place(start64, valid)  # padding starts at 0
     lex_line, lex_col, _ = (v[:, 0] for v in place(rep.clamp(0, L - 1)[:, None], 1))
+    # the DFA in `cont` at the end of the file: the source ends in a backslash continuation (rules.py)
+    ends_continued = trans_all.gather(1, lengths[:, None].long())[:, 0] == t["eof_cont"]
 
     # names: packed key (keyword and builtin lookups) and a hash of the full text (identity)
     length = tok_end - tok_start
@@ -410,7 +415,7 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int, has_cr: bool
     value, slow = _numbers(t, facts, digits, at_end, counts, kind == spec.TOK["number"], NT, start64, end64,
                            hard_literals)
     return Tokens(kind, tok_start, tok_end, tok_line, tok_col, tok_line_start, key, tok_hash, value, slow, prefix_bad,
-                  count, truncated, code, lex_line, lex_col, b, lengths, indent_hash, longest_line,
+                  count, truncated, code, lex_line, lex_col, ends_continued, b, lengths, indent_hash, longest_line,
                   most_lines, deepest, np.minimum(read[5:], T))
 
 

@@ -17,7 +17,7 @@ from .lex import Tokens
 
 _TOKEN_FIELDS = ("kind", "start", "end", "line", "col", "line_start", "key", "hash", "indent_hash", "value",
                  "slow_number", "prefix_bad")
-_ROW_FIELDS = ("count", "truncated", "lex_error", "lex_line", "lex_col", "lengths")
+_ROW_FIELDS = ("count", "truncated", "lex_error", "lex_line", "lex_col", "ends_continued", "lengths")
 
 
 def regroup(parts: list[tuple[Tokens, np.ndarray]], most_bytes: int) -> Tokens:

@@ -105,7 +105,7 @@ class Structure:
     line_id: torch.Tensor  # [B, T] logical line of each token
     depth: torch.Tensor  # [B, T] open parens before the token (for `(`: outside it)
     enclosing: torch.Tensor  # [B, T] innermost open `(` around the token, or -1
-    is_call: torch.Tensor  # [B, T] `(` that opens a call's arguments
+    is_call: torch.Tensor  # [B, T] `(` that opens a call's arguments (and a token parse must reject: see the end of check)
     header_open: torch.Tensor  # [B]
     header_close: torch.Tensor  # [B]
     header_colon: torch.Tensor  # [B]
@@ -240,6 +240,28 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     fail(star & ~operand_before, MESSAGES[23][1])
     fail(eq(kind8, K["def"]) & pos.bool(), MESSAGES[24][1])
     fail(eq(kind8, K["if"]) & line_start_tok, MESSAGES[25][1])
+
+    # Two of CPython's syntax errors that lang/rules.py does not see: in the serial compiler they come
+    # after every lexical and token-rule error and before the tree walk's, and after CPython's syntax
+    # errors in earlier statements, which is the order of parse's errors on the rows parse gets (those
+    # without a lexical or rules error). So rules leaves them to parse, marking one token where st.is_call:
+    # parse classes it as a call's `(`, which can neither start a statement nor end one, so the token is
+    # rejected and the error is at its statement's first line (a docstring holding the token is cleared
+    # for the row, so that it is parsed).
+    # - A form feed ends the first body line's indentation: CPython's tokenizer sets the column to 0 at
+    #   a form feed, so the body is not indented (the body lines' indentations are equal strings, or a
+    #   rule fails): at that line's first token.
+    # - The source ends in a backslash continuation (lex's ends_continued; CPython: unexpected EOF): at
+    #   the last statement's last token that parse keeps (not math.NAME's `.NAME`).
+    ff = ~one_line & (body_first >= 0) & bi_len.bool() & \
+        eq(gather(tk.data_padded, gather(tk.start, body_first) - 1).int(), ord("\f"))
+    last = tk.count - 2  # the last token before the final NEWLINE
+    last = last - 2 * eq(gather(kind, last - 1), K["."]).int()
+    eof = complete & tk.ends_continued & (last >= 0)
+    at = torch.stack([torch.where(ff, body_first, T), torch.where(eof, last, T)], 1).long()  # T: none
+    mark = torch.zeros((kind.shape[0], T + 1), dtype=torch.bool, device=kind.device)
+    is_call = is_call | mark.scatter_(1, at, torch.ones_like(at, dtype=torch.bool))[:, :T]
+    docstring = docstring & ~(ff | eof & gather(docstring, last))[:, None]
 
     return Structure(valid, line_id, depth, enclosing, is_call, header_open, header_close, header_colon, one_line,
                      docstring, errors.key, indent_like)
