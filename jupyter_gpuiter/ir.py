@@ -43,7 +43,8 @@ def gc_paused():
 
     On exit every young object of the process, these among them, moves to the oldest generation
     unscanned (gc.freeze, then unfreeze, which puts the frozen objects there), or the first young
-    collection after it would traverse them all: 40-60 ms of a 4,096-program compile_batch. They are
+    collection after it would traverse them all (a tenth or more of a 4,096-program compile_batch,
+    docs/performance.md). They are
     scanned at a later full collection instead, with everything else long-lived, and cyclic garbage
     that was young then waits for that one too. Skipped while the process holds frozen objects of its
     own (unfreezing would thaw them), and where the two calls are not a cheap splice of lists: CPython
