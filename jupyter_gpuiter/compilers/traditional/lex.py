@@ -27,6 +27,7 @@ from ...lang import spec
 from . import dfa
 from .common import BIG, perfect_hash, select, signed64, take
 from .floats import to_float64
+from .pack import encode
 
 _TABLES: dict = {}
 # what a byte adds to the packed prefix count of lex (int64): characters (bits 0-13) and newlines (14-27) of
@@ -268,7 +269,7 @@ def host_hints(sources) -> tuple[bool, bool]:
     """(whether any source holds a CR byte, whether any may hold a literal past Clinger's fast path) for
     sources (str, or bytes from pack.encode): lex's has_cr and hard_literals, each False only when
     certain."""
-    encoded = [s if isinstance(s, bytes) else s.encode("utf-8", "surrogatepass") for s in sources]
+    encoded = [s if isinstance(s, bytes) else encode(s) for s in sources]
     return any(b"\r" in b for b in encoded), any(map(_may_hold_hard_literal, encoded))
 
 
