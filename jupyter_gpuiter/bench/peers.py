@@ -126,7 +126,7 @@ class NumbaPeer(Peer):
 
     def unavailable(self):
         if importlib.util.find_spec("numba") is None:
-            return "numba is not installed (pip install 'jupyter_gpuiter[bench]')"
+            return "numba is not installed (pip install numba)"
         return None
 
     def errors(self):
