@@ -77,10 +77,14 @@ def _train_neural(args) -> int:
 
     cfg = TrainConfig(examples=args.examples, steps=args.steps, minutes=args.minutes, data_seed=args.data_seed,
                       eval_every=args.eval_every, threads=args.threads)
-    last = train(args.out, cfg, resume=args.resume, device=args.device or "cpu")
-    print(f"checkpoint: {last}")
-    if args.export:
-        print(f"exported: {export(last, args.export)}")
+    try:
+        last = train(args.out, cfg, resume=args.resume, device=args.device or "cpu")
+        print(f"checkpoint: {last}")
+        if args.export:
+            print(f"exported: {export(last, args.export)}")
+    except (OSError, ValueError) as e:  # a checkpoint or data cache that is not ours: say which, no traceback
+        print(f"gpuiter train-neural: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

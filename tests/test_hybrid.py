@@ -14,6 +14,7 @@ from jupyter_gpuiter.lang.generate import generate_batch, mutate_batch
 SRC = "def f(x, y):\n    return x * y + 1\n"
 SAME_MEANING = "def f(x, y):\n    return y * x + 1\n"  # other text, same values (multiplication commutes)
 WRONG = "def f(x, y):\n    return x * y - 1\n"
+OTHER = "def f(x, y):\n    return x + y\n"
 
 
 def fake_sampler(candidate_sources):
@@ -67,14 +68,17 @@ def test_untrained_model_still_gives_the_traditional_programs(tiny_model):
     sources = generate_batch(40, seed=41, max_chars=120) + [m for m, _ in mutate_batch(
         generate_batch(20, seed=42, max_chars=120), seed=43)]
     got = hybrid.compile_batch(sources, k=2, model=tiny_model)
-    assert got.canonical() == compile_batch(sources, mode="traditional").canonical()
+    assert got.canonical() == compile_batch(sources, mode="serial").canonical()
     assert set(got.paths) <= {"traditional", "error", "neural"}
 
 
 def hybrid_matches_traditional(sources):
+    """Programs as the traditional compiler's, errors as the serial compiler's (kind, line and column)."""
     got = compile_batch(sources, mode="hybrid", k=4)
-    want = compile_batch(sources, mode="traditional")
-    assert got.canonical() == want.canonical()
+    want = compile_batch(sources, mode="traditional").canonical()
+    serial = compile_batch(sources, mode="serial").canonical()
+    assert got.canonical() == serial
+    assert [g for g in got.canonical() if not g.startswith("error")] == [w for w in want if not w.startswith("error")]
     return got
 
 
@@ -101,5 +105,80 @@ def test_modes_through_compile_and_the_kernel_runs():
     assert k(np.float32([2.0]), np.float32([3.0]))[0] == 7.0
     with pytest.raises(TypeError, match="takes no option"):
         compile_batch([SRC], mode="traditional", k=2)
-    with pytest.raises(ValueError, match="k >= 1"):
+    with pytest.raises(ValueError, match="between 1 and 1024"):
         compile_batch([SRC], mode="hybrid", k=0)
+
+
+def test_an_absurd_k_or_tests_is_refused_before_any_work(monkeypatch):
+    """k=100000 once allocated ~10 GB in one decode and died in the allocator."""
+    from jupyter_gpuiter.compilers import traditional
+
+    def must_not_run(*_, **__):
+        raise AssertionError("the refusal must come before compiling, loading or decoding")
+
+    monkeypatch.setattr(traditional, "compile_batch", must_not_run)
+    monkeypatch.setattr(hybrid, "load_model", must_not_run)
+    monkeypatch.setattr(hybrid, "sample_candidates", must_not_run)
+    with pytest.raises(ValueError, match=r"between 1 and 1024, got 100,000: each candidate is decoded"):
+        compile_batch([SRC], mode="hybrid", k=100_000)
+    with pytest.raises(ValueError, match=r"tests must be between 1 and 1,048,576"):
+        compile_batch([SRC], mode="hybrid", tests=10**9)
+    with pytest.raises(TypeError, match="must be an int"):
+        compile_batch([SRC], mode="hybrid", k=2.5)
+
+
+def test_sampling_runs_in_bounded_rounds_and_stops_when_all_are_found(monkeypatch, tiny_model):
+    """Past the greedy round, each sub-round decodes at most ROUND_PAIRS candidates; sources that found a
+    program take no further samples."""
+    calls = []
+
+    def sample(sources, k=1, **_):
+        calls.append((len(sources), k))
+        proposal = SRC if len(calls) >= 3 else OTHER  # the third round finds SRC's program
+        return Candidates([tk.encode(s) for s in sources], [[compile_source(proposal)] * k for _ in sources])
+
+    monkeypatch.setattr(hybrid, "sample_candidates", sample)
+    monkeypatch.setattr(hybrid, "ROUND_PAIRS", 4)
+    r = hybrid.compile_batch([SRC, WRONG], k=1000, model=tiny_model)
+    assert calls[:3] == [(2, 1), (2, 2), (2, 2)]  # greedy, then 4 // 2 samples per open source
+    assert all(n * k <= 4 for n, k in calls[1:])
+    assert r.paths == ["neural", "traditional"] and r.stats["winning_candidate"][0] == 3
+    assert calls[3:] and all(n == 1 for n, _ in calls[3:])  # only WRONG kept sampling
+    assert sum(k for _, k in calls) == 1000 and r.stats["candidates"] == 2 * 5 + 1 * 995
+
+
+def test_check_pairs_in_bounded_vm_passes(monkeypatch):
+    from jupyter_gpuiter.runtime import vm
+
+    a, b, c = compile_source(SRC), compile_source(SAME_MEANING), compile_source(WRONG)
+    sizes = []
+    run = vm.run
+
+    def recording(batch, x, dtype):
+        sizes.append(len(batch) * x.shape[1])
+        return run(batch, x, dtype)
+
+    monkeypatch.setattr(vm, "run", recording)
+    monkeypatch.setattr(hybrid, "CHECK_VALUES", 256)
+    got = hybrid.check_pairs([a, b, c, c, b, a, a], [a, a, a, b, c, c, b], 128, "cpu").tolist()
+    assert got == [True, True, False, False, False, False, True]
+    assert max(sizes) <= 256 and len(sizes) == 8  # 4 passes of 2 candidates, each with its references
+
+
+def test_where_the_compilers_disagree_the_serial_verdict_stands(monkeypatch, tiny_model):
+    """A source the traditional compiler wrongly rejects (or states with another column) gets the serial
+    compiler's result: its error, or its program as the reference for the candidates."""
+    from jupyter_gpuiter.compilers import traditional
+    from jupyter_gpuiter.compilers.result import BatchResult
+    from jupyter_gpuiter.lang.errors import CompileError
+
+    def wrong(sources, device=None):
+        return BatchResult([CompileError("syntax", 1, 1, "made up", s) for s in sources], "traditional")
+
+    monkeypatch.setattr(traditional, "compile_batch", wrong)
+    monkeypatch.setattr(hybrid, "sample_candidates", fake_sampler([SRC, SRC]))
+    bad = "def f(x, y):\n    return 1 +\n"
+    r = hybrid.compile_batch([SRC, WRONG, bad], k=2, model=tiny_model)
+    assert r.canonical() == compile_batch([SRC, WRONG, bad], mode="serial").canonical()
+    assert r.paths == ["neural", "serial", "error"]
+    assert r.batch.error[2].tolist()[1:] == [2, 15]  # the device batch has the serial column too

@@ -145,3 +145,23 @@ def test_input_size_limits_are_exact():
     assert tk.encode(ok).n_slots == tk.MAX_SLOTS
     with pytest.raises(CompileError, match="input size"):
         tk.encode(names + "".join(f"    q{i} = p0\n" for i in range(tk.MAX_SLOTS - 29)) + "    return p0\n")
+
+
+def test_decodes_hold_at_most_batch_sequences_whatever_k(monkeypatch):
+    """One source with a large k was decoded in one batch of k sequences (~10 GB at k=100000)."""
+    torch.manual_seed(0)
+    model = Seq2Seq(ModelConfig(d_model=32, heads=2, encoder_layers=1, decoder_layers=1, ff=64)).eval()
+    sizes = []
+    sample = model.sample
+
+    def recording(src, *args, k=1, **kw):
+        sizes.append(src.shape[0] * k)
+        return sample(src, *args, k=k, **kw)
+
+    monkeypatch.setattr(model, "sample", recording)
+    sources = generate_batch(3, seed=6, max_chars=80)
+    cands = sample_candidates(sources, k=10, temperature=1.0, model=model, batch_sequences=4)
+    assert [len(p) for p in cands.programs] == [10, 10, 10]
+    assert max(sizes) <= 4 and sum(sizes) == 30
+    with pytest.raises(ValueError, match="between 1 and 1024"):
+        sample_candidates(sources, k=100_000, model=model)

@@ -4,6 +4,9 @@
 (sizes drawn uniformly up to it), their abstracted tokens as input and the postfix of their serial IR as
 target. Every `eval_every` steps the model is scored on a fixed held-out set (another seed) and a
 checkpoint is written; `--resume` continues from the last one.
+
+Nothing read back can run code: checkpoints are loaded with `weights_only=True` and the generated
+training data is cached as JSON (`data-*.json`), checked field by field when it is read.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import json
 import math
 import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import torch
@@ -20,8 +23,12 @@ import torch.nn.functional as F
 
 from ...lang.errors import CompileError
 from ...lang.generate import generate
+from . import model_from_checkpoint, read_checkpoint
 from . import tokens as tk
 from .model import ModelConfig, Seq2Seq, pad_inputs
+
+DATA_FORMAT = "gpuiter-neural-data/1"
+_TRAINING_KEYS = ("model", "model_config", "optimizer", "step", "history", "train_config")
 
 
 @dataclass
@@ -66,6 +73,52 @@ def make_dataset(n: int, seed: int, min_chars: int, max_chars: int, progress=Non
     return data
 
 
+def save_data(path: Path, data: list[tuple], key: dict) -> None:
+    """The training examples as JSON (no pickle: a cache left in a folder cannot carry code)."""
+    rows = [[src, asdict(enc), target] for src, enc, target in data]
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"format": DATA_FORMAT, "key": key, "examples": rows}))
+    tmp.replace(path)
+
+
+def load_data(path: Path, key: dict) -> list[tuple]:
+    """Examples saved by save_data for the same `key`; ValueError naming the file for anything else."""
+    def bad(why: str):
+        return ValueError(f"{path} is not a training data cache of this version ({why}); delete it and the "
+                          "data is generated again")
+
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise bad(f"unreadable JSON: {e}") from None
+    if not isinstance(doc, dict) or doc.get("format") != DATA_FORMAT:
+        raise bad(f"format is not {DATA_FORMAT!r}")
+    if doc.get("key") != key:
+        raise bad(f"made for {doc.get('key')!r}, not {key!r}")
+    rows = doc.get("examples")
+    if not isinstance(rows, list) or len(rows) != key["examples"]:
+        raise bad(f"expected a list of {key['examples']} examples")
+    names = [f.name for f in fields(tk.Encoded)]
+    vocab = len(tk.VOCAB)
+
+    def ints(v, hi=None) -> bool:
+        return isinstance(v, list) and all(type(x) is int and 0 <= x and (hi is None or x < hi) for x in v)
+
+    data = []
+    for n, row in enumerate(rows):
+        ok = isinstance(row, list) and len(row) == 3 and isinstance(row[0], str) and isinstance(row[1], dict)
+        enc = row[1] if ok else {}
+        ok = ok and sorted(enc) == sorted(names) and ints(enc["ids"], vocab) and ints(enc["depth"], tk.MAX_DEPTH)
+        ok = ok and len(enc["ids"]) == len(enc["depth"]) <= tk.MAX_IN and ints(row[2], vocab) and len(row[2]) > 0
+        ok = ok and all(type(enc[f]) is int for f in ("n_slots", "n_params")) and isinstance(enc["fn_name"], str)
+        ok = ok and isinstance(enc["literals"], list) and all(type(x) in (int, float) for x in enc["literals"])
+        ok = ok and isinstance(enc["slot_names"], list) and all(isinstance(x, str) for x in enc["slot_names"])
+        if not ok:
+            raise bad(f"example {n} is malformed")
+        data.append((row[0], tk.Encoded(**{**enc, "literals": [float(x) for x in enc["literals"]]}), row[2]))
+    return data
+
+
 def collate(examples, device="cpu"):
     """Padded tensors: src, depth, tgt_in, tgt_out, n_slots, n_params, n_literals."""
     src, depth, n_slots, n_params, n_literals = pad_inputs([e for _, e, _ in examples])
@@ -102,7 +155,8 @@ def save_checkpoint(path: Path, model: Seq2Seq, opt, step: int, cfg: TrainConfig
 
 def export(checkpoint: str | Path, out: str | Path, notes: dict | None = None) -> Path:
     """A shippable copy of a training checkpoint: float16 weights, configs and the recorded scores."""
-    ck = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    ck = read_checkpoint(checkpoint, _TRAINING_KEYS[:2] + ("train_config", "step", "history"))
+    model_from_checkpoint(ck, checkpoint)  # the weights fit their config
     state = {k: v.half() if v.is_floating_point() else v for k, v in ck["model"].items()}
     out = Path(out)
     torch.save({"model": state, "model_config": ck["model_config"], "train_config": ck["train_config"],
@@ -113,9 +167,8 @@ def export(checkpoint: str | Path, out: str | Path, notes: dict | None = None) -
 def write_card(checkpoint: str | Path, card_path: str | Path, command: str, held_out: int = 1000,
                seed: int = 90_000) -> dict:
     """checkpoint.json: how a checkpoint was made and its exact match at k=1 on held-out programs."""
-    ck = torch.load(checkpoint, map_location="cpu", weights_only=False)
-    model = Seq2Seq(ModelConfig(**ck["model_config"]))
-    model.load_state_dict({k: v.float() for k, v in ck["model"].items()})
+    ck = read_checkpoint(checkpoint, _TRAINING_KEYS[:2] + ("train_config", "step", "history"))
+    model = model_from_checkpoint(ck, checkpoint).eval()
     data = make_dataset(held_out, seed, 30, 160)
     accuracy = {f"exact_match_k1_le{b}": exact_match(model, [d for d in data if len(d[0]) <= b])
                 for b in (80, 160)}
@@ -140,28 +193,42 @@ def train(out_dir: str | Path, cfg: TrainConfig | None = None, model_config: Mod
         torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
     ckpt = out / "last.pt"
-    state = torch.load(ckpt, map_location="cpu", weights_only=False) if resume and ckpt.exists() else None
+    state = read_checkpoint(ckpt, _TRAINING_KEYS) if resume and ckpt.exists() else None
     if state is not None:
-        cfg = TrainConfig(**{**asdict(cfg), **{k: v for k, v in state["train_config"].items()
+        saved = state["train_config"]
+        known = {f.name for f in fields(TrainConfig)}
+        if not isinstance(saved, dict) or set(saved) - known:
+            raise ValueError(f"{ckpt}: 'train_config' must be a dict with keys among {sorted(known)}")
+        cfg = TrainConfig(**{**asdict(cfg), **{k: v for k, v in saved.items()
                                                 if k not in ("minutes", "steps", "threads", "eval_every")}})
-        model_config = ModelConfig(**state["model_config"])
-    model = Seq2Seq(model_config).to(device)
+        model = model_from_checkpoint(state, ckpt).to(device)
+    else:
+        model = Seq2Seq(model_config).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), weight_decay=0.01)
     step, history = 0, []
     if state is not None:
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
+        try:
+            opt.load_state_dict(state["optimizer"])
+        except (ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"{ckpt}: its optimizer state does not fit the model: {e}") from None
         step, history = state["step"], state["history"]
+        if type(step) is not int or not isinstance(history, list):
+            raise ValueError(f"{ckpt}: 'step' must be an int and 'history' a list")
         log(f"resumed at step {step}")
     (out / "config.json").write_text(json.dumps({"train": asdict(cfg), "model": model.config.to_dict()}, indent=2))
     log(f"model: {sum(p.numel() for p in model.parameters()):,} parameters")
-    cache = out / f"data-{cfg.examples}-{cfg.data_seed}-{cfg.min_chars}-{cfg.max_chars}.pt"
+    key = {"examples": cfg.examples, "data_seed": cfg.data_seed, "min_chars": cfg.min_chars,
+           "max_chars": cfg.max_chars}
+    stem = f"data-{cfg.examples}-{cfg.data_seed}-{cfg.min_chars}-{cfg.max_chars}"
+    cache = out / f"{stem}.json"
+    if (out / f"{stem}.pt").exists():
+        log(f"ignoring {out / f'{stem}.pt'}: pickled data caches are no longer read (they can run code)")
     if cache.exists():  # a resumed run reads the same programs back instead of generating them again
-        data = torch.load(cache, weights_only=False)
+        data = load_data(cache, key)
     else:
         with tqdm(total=cfg.examples, desc="data", unit="prog", mininterval=5) as bar:
             data = make_dataset(cfg.examples, cfg.data_seed, cfg.min_chars, cfg.max_chars, bar)
-        torch.save(data, cache)
+        save_data(cache, data, key)
     held_out = make_dataset(cfg.eval_examples, cfg.eval_seed, cfg.min_chars, 160)
     # Batches of similar input length waste less padding.
     data.sort(key=lambda e: len(e[1].ids))
