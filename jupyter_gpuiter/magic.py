@@ -15,7 +15,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display
 
 from . import comm
-from .compilers import MODES
+from .compilers import DEFAULT_MODE, MODES, REFERENCE_MODES
 from .compilers.traditional import workers as compile_workers
 from .lang.errors import CompileError
 from .lang.python_semantics import numpy_reference
@@ -77,7 +77,7 @@ def _display_panel(text: str, fill) -> None:
 class GpuiterMagics(Magics):
     @magic_arguments()
     @argument("name", nargs="?", help="Name to bind the compiled Kernel to (default: the function's name).")
-    @argument("--mode", default="traditional", help=f"Compiler: {', '.join(MODES)}.")
+    @argument("--mode", default=DEFAULT_MODE, help=f"Compiler: {', '.join(MODES)} (auto: the fastest correct one).")
     @argument("--ref", default=None, help="Reference: the NAME of a Kernel or NumPy callable in the namespace, "
               "'python' (the cell run by CPython), or 'float64' (the cell compiled in float64; the default).")
     @argument("--tests", type=int, default=None, help="Number of random tests (default: enough for --eps).")
@@ -128,7 +128,7 @@ class GpuiterMagics(Magics):
         if args.no_verify:
             return
         reference = self._reference(args, cell)
-        tests = args.tests if args.tests is not None else tests_needed(args.eps, args.delta)
+        tests = None if args.exhaustive else args.tests if args.tests is not None else tests_needed(args.eps, args.delta)
         bar = _progress_bar(65536 if args.exhaustive else tests)
         try:
             verdict = sess.verify(kernel, reference, tests=tests, delta=args.delta, dtype=args.dtype,
@@ -170,7 +170,7 @@ class GpuiterMagics(Magics):
         if ref == "python":
             return numpy_reference(cell)
         if ref == "float64":  # a model-written program is checked against a compiler's, never its own kind
-            trusted = args.mode if args.mode in ("serial", "traditional") else "traditional"
+            trusted = args.mode if args.mode in REFERENCE_MODES else DEFAULT_MODE
             return session().compile(cell, mode=trusted, dtype="float64")
         if ref not in self.shell.user_ns:
             raise UsageError(f"--ref {ref}: no such name in the namespace (use a Kernel, a NumPy callable, "

@@ -1,6 +1,9 @@
-"""The compilers: serial (the oracle), traditional (data-parallel), neural and hybrid.
+"""The compilers: serial (the oracle), traditional (data-parallel), neural and hybrid, and "auto".
 
 Each mode is a function `compile_batch(sources, device) -> BatchResult`; `MODES` lists those that exist.
+"auto" (the default) is the fastest correct compiler for the batch at hand on the device: serial for a
+few sources on a CPU, traditional from `AUTO_CROSSOVER_CPU` on, and on CUDA; `BatchResult.paths` says
+which ran.
 """
 
 from __future__ import annotations
@@ -38,14 +41,38 @@ def _hybrid(sources: Sequence[str], device=None, **options) -> BatchResult:
     return hybrid_batch(sources, device=device, **options)
 
 
-MODES: dict[str, Callable[..., BatchResult]] = {"serial": _serial, "traditional": _traditional, "neural": _neural,
-                                                "hybrid": _hybrid}
+#: "auto" on a CPU: the serial compiler below this many sources, the traditional one from there on. Where the
+#: two cross on the 2-core machine: `gpuiter bench compile --crossover` (docs/performance.md).
+AUTO_CROSSOVER_CPU = 64
+
+
+def resolve_mode(mode: str, n_sources: int, device=None) -> str:
+    """The compiler `mode` stands for with this many sources on this device ("auto" picks one)."""
+    if mode != "auto":
+        return mode
+    from ..runtime.device import resolve
+
+    return "serial" if resolve(device).type == "cpu" and n_sources < AUTO_CROSSOVER_CPU else "traditional"
+
+
+def _auto(sources: Sequence[str], device=None) -> BatchResult:
+    used = resolve_mode("auto", len(sources), device)
+    result = MODES[used](sources, device)
+    result.paths = result.paths or [used] * len(result.results)
+    return result
+
+
+MODES: dict[str, Callable[..., BatchResult]] = {"auto": _auto, "serial": _serial, "traditional": _traditional,
+                                                "neural": _neural, "hybrid": _hybrid}
+DEFAULT_MODE = "auto"
+#: compilers whose programs may serve as a reference (a model never checks its own translations)
+REFERENCE_MODES = ("auto", "serial", "traditional")
 #: Options each mode takes besides the sources and the device.
-MODE_OPTIONS = {"serial": set(), "traditional": set(), "neural": {"model_path"},
+MODE_OPTIONS = {"auto": set(), "serial": set(), "traditional": set(), "neural": {"model_path"},
                 "hybrid": {"model_path", "k", "tests", "strict", "temperature", "seed", "dtype"}}
 
 
-def compile_batch(sources: Sequence[str], mode: str = "serial", device=None, **options) -> BatchResult:
+def compile_batch(sources: Sequence[str], mode: str = DEFAULT_MODE, device=None, **options) -> BatchResult:
     """Compile many sources at once with the named compiler. `options` go to the mode: neural takes
     `model_path`; hybrid takes `model_path`, `k`, `tests`, `strict`, `temperature`, `seed`, `dtype`."""
     if isinstance(sources, str):
@@ -62,4 +89,5 @@ def compile_batch(sources: Sequence[str], mode: str = "serial", device=None, **o
     return MODES[mode](list(sources), device, **options)
 
 
-__all__ = ["MODES", "MODE_OPTIONS", "BatchResult", "compile_batch"]
+__all__ = ["AUTO_CROSSOVER_CPU", "DEFAULT_MODE", "MODES", "MODE_OPTIONS", "REFERENCE_MODES", "BatchResult",
+           "compile_batch", "resolve_mode"]

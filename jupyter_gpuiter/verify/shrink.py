@@ -21,28 +21,41 @@ def complexity(v: float) -> float:
     return 100.0
 
 
-def simpler_values(v: float) -> list[float]:
-    """Candidates simpler than v, simplest first: 0, ±1, ±2, ±0.5, v rounded to 0..3 decimals."""
+def simpler_values(v: float, low: float = -math.inf, high: float = math.inf) -> list[float]:
+    """Candidates simpler than v inside [low, high], simplest first: 0, ±1, ±2, ±0.5, the domain's simplest
+    integers (its edges rounded inward), v rounded to 0..3 decimals."""
     cands = [0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5]
+    if math.isfinite(low):
+        cands += [float(math.ceil(low)), low]
+    if math.isfinite(high):
+        cands += [float(math.floor(high)), high]
     if math.isfinite(v):
         cands += [float(round(v, d)) for d in range(4)]
     out: list[float] = []
     for c in sorted(cands, key=complexity):
-        if complexity(c) < complexity(v) and c not in out:
+        if low <= c <= high and complexity(c) < complexity(v) and c not in out:
             out.append(c)
     return out
 
 
-def shrink(point: list[float], fails: Callable[[list[list[float]]], list[bool]], rounds: int = 3) -> list[float]:
-    """Greedy shrinking: per parameter, the simplest replacement that keeps the input failing.
-
-    `fails` evaluates many points in one call (one device pass per parameter and round).
-    """
+def shrink(point: list[float], fails: Callable[[list[list[float]]], list[bool]], rounds: int = 3,
+           bounds: list[tuple[float, float]] | None = None,
+           representable: Callable[[float], float] = float) -> list[float]:
+    """Greedy shrinking: per parameter, the simplest replacement inside its bounds that keeps the input
+    failing. `representable` maps a value to the one the kernel dtype actually holds (a trial is that
+    value, so the result fails as shown); `fails` evaluates many points in one call."""
     current = list(point)
+    bounds = bounds or [(-math.inf, math.inf)] * len(current)
     for _ in range(rounds):
         changed = False
         for i in range(len(current)):
-            trials = [current[:i] + [c] + current[i + 1:] for c in simpler_values(current[i])]
+            low, high = bounds[i]
+            values = []
+            for c in simpler_values(current[i], low, high):
+                r = representable(c)
+                if low <= r <= high and r != current[i] and r not in values:
+                    values.append(r)
+            trials = [current[:i] + [c] + current[i + 1:] for c in values]
             if not trials:
                 continue
             verdicts = fails(trials)

@@ -9,7 +9,8 @@ from ..lang.errors import CompileError
 
 @dataclass
 class Counterexample:
-    """A failing input (parameter name -> value) with the candidate's and the reference's outputs."""
+    """A failing input (parameter name -> value) with the candidate's output and the reference's, rounded
+    to the kernel dtype (what was compared)."""
 
     inputs: dict[str, float]
     got: float
@@ -36,6 +37,14 @@ class Verdict:
     error: CompileError | None = None  # the candidate did not compile
     dtype: str = "float32"
     timings: dict[str, float] = field(default_factory=dict)
+    compiler: str | None = None  # the compiler that produced the candidate (mode "auto" picks one)
+
+    def __getattribute__(self, name):
+        value = object.__getattribute__(self, name)
+        if name == "counterexample" and value is not None and not isinstance(value, Counterexample):
+            value = value.resolve()  # shrunk when first read: a batch pays only for what is looked at
+            object.__setattr__(self, name, value)
+        return value
 
     @property
     def posterior(self):

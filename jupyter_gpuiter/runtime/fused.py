@@ -1,0 +1,601 @@
+"""The fused tile evaluator: an interpreter of the IR that runs each program over tiles of inputs with its
+registers in cache, and compares each output with the reference in the same pass.
+
+The batched VM (vm.py) executes one torch op per instruction over a [programs x inputs] register file, so
+each op streams tens of MB through memory; here work item (program, lane) walks its tiles of `TILE`
+inputs, running every instruction over a tile of registers ([length, TILE], a few tens of KB, resident in
+L1/L2), then folds the tile's comparison into per-program counters (failures, first failing index, max
+abs / rel / ULP error). Nothing of size [programs x inputs] exists. A lane stops at its first failing
+tile (the verdict needs the first failure, not all of them). One dispatch per instruction per tile: an
+interpreter, compiled once by numba (`cache=True` keeps it on disk across processes), never a compile
+per candidate.
+
+Semantics are the torch ops' (torch_ops.py, the reference this is tested against): registers hold the
+kernel dtype (float32 registers for float16 and bfloat16, rounded to the kernel dtype after every op, as
+torch computes half-precision ops on the CPU), bools are 0/1, nan is truthy, min/max are Python's. No
+fastmath, so nan, inf and signed zeros stay exact. Arithmetic (+ - * / // % and comparisons, sqrt, abs,
+floor, ceil, copysign, min, max, clip) is bit-identical to torch's; transcendental functions come from
+the C library here and from SLEEF in torch, both within about 1 ULP, so they may differ by an ULP.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from ..lang.spec import IR_OP_INDEX as _OP
+
+TILE = 1024  # inputs per tile: 1024 float32 registers of a 30-instruction program are 120 KB, within L2
+
+# opcodes as globals (numba freezes them as compile-time constants)
+PARAM, CONST, BOOL = _OP["param"], _OP["const"], _OP["bool"]
+NEG, POS, NOT = _OP["neg"], _OP["pos"], _OP["not"]
+ADD, SUB, MUL, DIV, FLOORDIV, MOD, POW = (_OP[n] for n in ("add", "sub", "mul", "div", "floordiv", "mod", "pow"))
+LT, LE, GT, GE, EQ, NE = (_OP[n] for n in ("lt", "le", "gt", "ge", "eq", "ne"))
+AND, OR, SELECT = _OP["and"], _OP["or"], _OP["select"]
+ABS, MIN, MAX, SQRT, EXP, EXPM1, LOG, LOG1P, LOG2, LOG10 = (
+    _OP[n] for n in ("abs", "min", "max", "sqrt", "exp", "expm1", "log", "log1p", "log2", "log10"))
+SIN, COS, TAN, ASIN, ACOS, ATAN, ATAN2, SINH, COSH, TANH = (
+    _OP[n] for n in ("sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh"))
+ERF, FLOOR, CEIL, CLIP, SIGMOID, COPYSIGN, HYPOT, ISNAN, ISINF, FLOAT = (
+    _OP[n] for n in ("erf", "floor", "ceil", "clip", "sigmoid", "copysign", "hypot", "isnan", "isinf", "float"))
+
+#: how registers are rounded after each op: none (float32, float64 registers), to float16, to bfloat16
+ROUNDING = {"float32": 0, "float64": 0, "float16": 1, "bfloat16": 2}
+REGISTER_DTYPE = {"float32": np.float32, "float64": np.float64, "float16": np.float32, "bfloat16": np.float32}
+
+_JIT = {"cache": True, "nogil": True, "error_model": "numpy"}
+
+
+@njit(**_JIT)
+def _round_tile(row, m, mode):
+    """Round row[:m] (float32 registers) to float16 (mode 1) or bfloat16 (mode 2), to nearest even."""
+    u = row.view(np.uint32)
+    for t in range(m):
+        bits = u[t]
+        mag = bits & np.uint32(0x7FFFFFFF)
+        if mag >= np.uint32(0x7F800000):  # inf or nan stay
+            continue
+        sign = bits & np.uint32(0x80000000)
+        if mode == 2:
+            u[t] = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) & np.uint32(0xFFFF0000)
+        elif mag >= np.uint32(0x477FF000):  # 65520 and above round to inf
+            u[t] = sign | np.uint32(0x7F800000)
+        elif mag >= np.uint32(0x38800000):  # float16 normal range: keep 10 mantissa bits
+            mag = (mag + np.uint32(0xFFF) + ((mag >> np.uint32(13)) & np.uint32(1))) & np.uint32(0xFFFFE000)
+            u[t] = sign | mag
+        else:  # float16 subnormals: multiples of 2^-24 (the scaling is exact)
+            row[t] = np.float32(np.rint(row[t] * np.float32(16777216.0)) * np.float32(5.9604644775390625e-08))
+
+
+@njit(**_JIT)
+def _floordiv(a, b):
+    """Python's float //, as torch.floor_divide computes it."""
+    if b == 0:
+        return a / b
+    mod = np.fmod(a, b)
+    div = (a - mod) / b
+    if mod != 0 and (b < 0) != (mod < 0):
+        div -= 1
+    if div != 0:
+        fl = np.floor(div)
+        if div - fl > 0.5:
+            fl += 1
+        return fl
+    return np.copysign(div * 0, a / b)
+
+
+@njit(**_JIT)
+def _mod(a, b):
+    """Python's float % (torch.remainder, with a zero taking the divisor's sign)."""
+    r = np.fmod(a, b)
+    if r != 0 and (b < 0) != (r < 0):
+        r += b
+    if r == 0:
+        r = np.copysign(r * 0, b)
+    return r
+
+
+@njit(**_JIT)
+def _maximum(a, b):  # torch.maximum: nan if either is nan
+    if np.isnan(a) or np.isnan(b):
+        return a + b
+    return a if a > b else b  # noqa: FURB136 - torch.maximum's order, not the builtin's
+
+
+@njit(**_JIT)
+def _minimum(a, b):
+    if np.isnan(a) or np.isnan(b):
+        return a + b
+    return a if a < b else b  # noqa: FURB136 - torch.minimum's order, not the builtin's
+
+
+@njit(**_JIT)
+def _exec(ops, args, imm, length, x, lo, m, regs, mode):
+    """Run one program (row of the batch arrays) over inputs x[:, lo:lo+m]; registers regs[k, :m]."""
+    one = regs.dtype.type(1.0)
+    zero = regs.dtype.type(0.0)
+    for k in range(length - 1):
+        op = ops[k]
+        d = regs[k]
+        if op == PARAM:
+            src = x[int(imm[k])]
+            for t in range(m):
+                d[t] = src[lo + t]
+            continue
+        if op == CONST or op == BOOL:
+            c = regs.dtype.type(imm[k])
+            for t in range(m):
+                d[t] = c
+            if mode:
+                _round_tile(d, m, mode)
+            continue
+        a = regs[args[k, 0]]
+        if op == ADD:
+            b = regs[args[k, 1]]
+            for t in range(m):
+                d[t] = a[t] + b[t]
+        elif op == MUL:
+            b = regs[args[k, 1]]
+            for t in range(m):
+                d[t] = a[t] * b[t]
+        elif op == SUB:
+            b = regs[args[k, 1]]
+            for t in range(m):
+                d[t] = a[t] - b[t]
+        elif op == DIV:
+            b = regs[args[k, 1]]
+            for t in range(m):
+                d[t] = a[t] / b[t]
+        elif op == NEG:
+            for t in range(m):
+                d[t] = -a[t]
+        elif op == POS or op == FLOAT:
+            for t in range(m):
+                d[t] = a[t]
+        elif op == NOT:
+            for t in range(m):
+                d[t] = one if a[t] == 0 else zero
+        elif op == FLOORDIV:
+            b = regs[args[k, 1]]
+            for t in range(m):
+                d[t] = _floordiv(a[t], b[t])
+        elif op == MOD:
+            b = regs[args[k, 1]]
+            for t in range(m):
+                d[t] = _mod(a[t], b[t])
+        elif op == POW:
+            b = regs[args[k, 1]]
+            for t in range(m):
+                d[t] = np.power(a[t], b[t])
+        elif op == LT:
+            b = regs[args[k, 1]]
+            for t in range(m):
+                d[t] = one if a[t] < b[t] else zero
+        elif op == LE:
+            b = regs[args[k, 1]]
+            for t in range(m):
+                d[t] = one if a[t] <= b[t] else zero
+        elif op == GT:
+            b = regs[args[k, 1]]
+            for t in range(m):
+                d[t] = one if a[t] > b[t] else zero
+        elif op == GE:
+            b = regs[args[k, 1]]
+            for t in range(m):
+                d[t] = one if a[t] >= b[t] else zero
+        elif op == EQ:
+            b = regs[args[k, 1]]
+            for t in range(m):
+                d[t] = one if a[t] == b[t] else zero
+        elif op == NE:
+            b = regs[args[k, 1]]
+            for t in range(m):
+                d[t] = one if a[t] != b[t] else zero
+        elif op == AND:
+            b = regs[args[k, 1]]
+            for t in range(m):
+                d[t] = b[t] if a[t] != 0 else a[t]
+        elif op == OR:
+            b = regs[args[k, 1]]
+            for t in range(m):
+                d[t] = a[t] if a[t] != 0 else b[t]
+        elif op == SELECT:
+            b = regs[args[k, 1]]
+            c = regs[args[k, 2]]
+            for t in range(m):
+                d[t] = b[t] if a[t] != 0 else c[t]
+        elif op == ABS:
+            for t in range(m):
+                d[t] = np.abs(a[t])
+        elif op == MIN:
+            b = regs[args[k, 1]]
+            for t in range(m):
+                d[t] = b[t] if b[t] < a[t] else a[t]  # noqa: FURB136 - Python's min(a, b) with nan
+        elif op == MAX:
+            b = regs[args[k, 1]]
+            for t in range(m):
+                d[t] = b[t] if b[t] > a[t] else a[t]  # noqa: FURB136 - Python's max(a, b) with nan
+        elif op == SQRT:
+            for t in range(m):
+                d[t] = np.sqrt(a[t])
+        elif op == EXP:
+            for t in range(m):
+                d[t] = np.exp(a[t])
+        elif op == EXPM1:
+            for t in range(m):
+                d[t] = np.expm1(a[t])
+        elif op == LOG:
+            for t in range(m):
+                d[t] = np.log(a[t])
+        elif op == LOG1P:
+            for t in range(m):
+                d[t] = np.log1p(a[t])
+        elif op == LOG2:
+            for t in range(m):
+                d[t] = np.log2(a[t])
+        elif op == LOG10:
+            for t in range(m):
+                d[t] = np.log10(a[t])
+        elif op == SIN:
+            for t in range(m):
+                d[t] = np.sin(a[t])
+        elif op == COS:
+            for t in range(m):
+                d[t] = np.cos(a[t])
+        elif op == TAN:
+            for t in range(m):
+                d[t] = np.tan(a[t])
+        elif op == ASIN:
+            for t in range(m):
+                d[t] = np.arcsin(a[t])
+        elif op == ACOS:
+            for t in range(m):
+                d[t] = np.arccos(a[t])
+        elif op == ATAN:
+            for t in range(m):
+                d[t] = np.arctan(a[t])
+        elif op == ATAN2:
+            b = regs[args[k, 1]]
+            for t in range(m):
+                d[t] = np.arctan2(a[t], b[t])
+        elif op == SINH:
+            for t in range(m):
+                d[t] = np.sinh(a[t])
+        elif op == COSH:
+            for t in range(m):
+                d[t] = np.cosh(a[t])
+        elif op == TANH:
+            for t in range(m):
+                d[t] = np.tanh(a[t])
+        elif op == ERF:
+            for t in range(m):
+                d[t] = math.erf(a[t])
+        elif op == FLOOR:
+            for t in range(m):
+                d[t] = np.floor(a[t])
+        elif op == CEIL:
+            for t in range(m):
+                d[t] = np.ceil(a[t])
+        elif op == CLIP:
+            b = regs[args[k, 1]]
+            c = regs[args[k, 2]]
+            for t in range(m):
+                d[t] = _minimum(_maximum(a[t], b[t]), c[t])
+        elif op == SIGMOID:  # 1 / (1 + exp(-x)), each step rounded like the torch ops it stands for
+            for t in range(m):
+                d[t] = np.exp(-a[t])
+            if mode:
+                _round_tile(d, m, mode)
+            for t in range(m):
+                d[t] = one + d[t]
+            if mode:
+                _round_tile(d, m, mode)
+            for t in range(m):
+                d[t] = one / d[t]
+        elif op == COPYSIGN:
+            b = regs[args[k, 1]]
+            for t in range(m):
+                d[t] = np.copysign(a[t], b[t])
+        elif op == HYPOT:
+            b = regs[args[k, 1]]
+            for t in range(m):
+                d[t] = np.hypot(a[t], b[t])
+        elif op == ISNAN:
+            for t in range(m):
+                d[t] = one if np.isnan(a[t]) else zero
+        elif op == ISINF:
+            for t in range(m):
+                d[t] = one if np.isinf(a[t]) else zero
+        else:
+            for t in range(m):
+                d[t] = np.nan
+        if mode:
+            _round_tile(d, m, mode)
+
+
+@njit(**_JIT)
+def _evaluate_items(ops, args, imm, lengths, x, out, mode, w0, w1):
+    """out[b, :] = program b over inputs x [P, n] (register dtype) for work items w0..w1 (a work item is
+    (program, tile)); programs of length 0 give nan."""
+    n = x.shape[1]
+    n_tiles = (n + TILE - 1) // TILE
+    width = max(1, ops.shape[1])
+    for w in range(w0, w1):
+        b = w // n_tiles
+        lo = (w % n_tiles) * TILE
+        m = min(TILE, n - lo)
+        length = lengths[b]
+        if length < 1:
+            for t in range(m):
+                out[b, lo + t] = np.nan
+            continue
+        regs = np.empty((width + 1, TILE), dtype=x.dtype)
+        _exec(ops[b], args[b], imm[b], length, x, lo, m, regs, mode)
+        res = regs[args[b, length - 1, 0]]
+        for t in range(m):
+            out[b, lo + t] = res[t]
+
+
+@njit(**_JIT)
+def _compare_tile(res, want, lo, m, rtol, atol):
+    """compare.py's rule over one tile of outputs res[:m] against want[lo:lo+m] (in float64): failures,
+    first failing index (-1 none), max abs and rel error over finite pairs (rel: nonzero expected)."""
+    f = 0
+    fst = -1
+    ea = 0.0
+    er = 0.0
+    for t in range(m):
+        g = np.float64(res[t])
+        e = np.float64(want[lo + t])
+        diff = abs(g - e)
+        ae = abs(e)
+        finite = abs(g) < np.inf and ae < np.inf
+        if not (g == e or (np.isnan(g) and np.isnan(e)) or (finite and diff <= atol + rtol * ae)):
+            if fst < 0:
+                fst = lo + t
+            f += 1
+        d = diff if finite else 0.0
+        ea = max(ea, d)
+        if ae > 0:
+            er = max(er, d / ae)
+    return f, fst, ea, er
+
+
+@njit(**_JIT)
+def _ulp_tile(res, want, lo, m, mode):
+    """Max distance in values of the kernel dtype between res[:m] and want[lo:lo+m] over finite pairs
+    (+0 and -0 are 0 apart); compare.ulp_distance's rule."""
+    u = 0.0
+    if res.itemsize == 8:
+        ri = res.view(np.int64)
+        wi = want.view(np.int64)
+        imin = np.int64(-9223372036854775808)
+        for t in range(m):
+            if abs(res[t]) < np.inf and abs(want[lo + t]) < np.inf:
+                ka = ri[t]
+                kb = wi[lo + t]
+                ka = ka if ka >= 0 else imin - ka
+                kb = kb if kb >= 0 else imin - kb
+                if (ka >= 0) == (kb >= 0):
+                    d = np.float64(abs(ka - kb))
+                else:
+                    d = np.float64(abs(ka)) + np.float64(abs(kb))
+                u = max(u, d)
+        return u
+    ru = res.view(np.uint32)
+    wu = want.view(np.uint32)
+    for t in range(m):
+        if abs(res[t]) < np.inf and abs(want[lo + t]) < np.inf:
+            u = max(u, np.float64(abs(_ulp_key32(ru[t], mode) - _ulp_key32(wu[lo + t], mode))))
+    return u
+
+
+@njit(**_JIT)
+def _ulp_key32(bits, mode):
+    """Signed position of a float32 register value on the grid of the kernel dtype (mode 0: float32,
+    1: float16, 2: bfloat16), for finite values: neighbouring values of that dtype are 1 apart."""
+    mag = np.int64(bits & np.uint32(0x7FFFFFFF))
+    if mode == 2:
+        mag = mag >> 16
+    elif mode == 1:
+        e = mag >> 23
+        if e >= 113:
+            mag = ((e - 112) << 10) | ((mag & 0x7FFFFF) >> 13)
+        else:
+            f = np.uint32(mag).view(np.float32)
+            mag = np.int64(f * np.float32(16777216.0))
+    return -mag if bits & np.uint32(0x80000000) else mag
+
+
+@njit(**_JIT)
+def _verify_items(ops, args, imm, lengths, x, want, rtol, atol, mode, lanes, stop_early,
+                  fails, first, abs_err, rel_err, ulp_err, evaluated, w0, w1):
+    """Run every program over x [P, n] and compare with want [n] (the reference rounded to the kernel
+    dtype, in register dtype). Per work item w = b * lanes + lane (lane = a contiguous range of tiles):
+    fails, first (absolute index, -1 none), max abs/rel/ULP error over finite pairs, inputs evaluated.
+    With stop_early a lane stops after its first tile holding a failure."""
+    n = x.shape[1]
+    n_tiles = (n + TILE - 1) // TILE
+    per_lane = (n_tiles + lanes - 1) // lanes
+    width = max(1, ops.shape[1])
+    for w in range(w0, w1):
+        b = w // lanes
+        lane = w % lanes
+        length = lengths[b]
+        f = 0
+        fst = -1
+        ea = 0.0
+        er = 0.0
+        eu = 0.0
+        done = 0
+        if length >= 1:
+            regs = np.empty((width + 1, TILE), dtype=x.dtype)
+            ret = args[b, length - 1, 0]
+            t_end = min(n_tiles, (lane + 1) * per_lane)
+            for tile in range(lane * per_lane, t_end):
+                lo = tile * TILE
+                m = min(TILE, n - lo)
+                _exec(ops[b], args[b], imm[b], length, x, lo, m, regs, mode)
+                res = regs[ret]
+                tf, tfst, tea, ter = _compare_tile(res, want, lo, m, rtol, atol)
+                if tf:
+                    if fst < 0:
+                        fst = tfst
+                    f += tf
+                ea = max(ea, tea)
+                er = max(er, ter)
+                eu = max(eu, _ulp_tile(res, want, lo, m, mode))
+                done += m
+                if stop_early and f:
+                    break
+        fails[w] = f
+        first[w] = fst
+        abs_err[w] = ea
+        rel_err[w] = er
+        ulp_err[w] = eu
+        evaluated[w] = done
+
+
+@dataclass
+class ProgramArrays:
+    """A ProgramBatch as contiguous host arrays for the evaluator; programs that did not compile have
+    length 0 (they evaluate to nan and are never compared)."""
+
+    ops: np.ndarray  # [B, L] int32
+    args: np.ndarray  # [B, L, 3] int32
+    imm: np.ndarray  # [B, L] float64
+    lengths: np.ndarray  # [B] int32
+
+    @classmethod
+    def from_batch(cls, batch) -> ProgramArrays:
+        batch = batch.trimmed().to("cpu")
+        lengths = batch.lengths.numpy().astype(np.int32)
+        lengths = np.where(batch.error[:, 0].numpy() == 0, lengths, 0).astype(np.int32)
+        return cls(np.ascontiguousarray(batch.ops.numpy(), dtype=np.int32),
+                   np.ascontiguousarray(batch.args.numpy(), dtype=np.int32),
+                   np.ascontiguousarray(batch.imm.numpy(), dtype=np.float64), lengths)
+
+    def __len__(self) -> int:
+        return self.ops.shape[0]
+
+    def select(self, rows: np.ndarray) -> ProgramArrays:
+        return ProgramArrays(self.ops[rows], self.args[rows], self.imm[rows], self.lengths[rows])
+
+
+@dataclass
+class Comparison:
+    """Per program: failures seen, first failing input (-1: none), max abs / rel / ULP error over finite
+    pairs, and inputs evaluated (fewer than all when it stopped at its first failing tile)."""
+
+    failures: np.ndarray
+    first_failure: np.ndarray
+    max_abs_err: np.ndarray
+    max_rel_err: np.ndarray
+    max_ulp_err: np.ndarray
+    evaluated: np.ndarray
+
+
+def threads() -> int:
+    """Threads the evaluator runs on: the CPUs this process may use."""
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+#: below this many register-element updates (instructions x inputs) a call runs in the calling thread: waking
+#: the pool's threads costs more than the work (one edit of a 26-instruction kernel on 6,905 inputs is 180k)
+INLINE_WORK = 1 << 20
+
+
+def _run_items(fn, n_items: int, work: int, *arguments) -> None:
+    """fn(*arguments, w0, w1) over work items 0..n_items, split across threads (the jitted functions
+    release the GIL); in the calling thread when there is one item, one CPU or little work."""
+    global _POOL
+    t = threads()
+    if t == 1 or n_items <= 1 or work < INLINE_WORK:
+        fn(*arguments, 0, n_items)
+        return
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(t, thread_name_prefix="gpuiter-fused")
+    parts = min(n_items, 4 * t)  # more parts than threads: lanes that stop early leave others to balance
+    bounds = np.linspace(0, n_items, parts + 1).astype(np.int64).tolist()
+    futures = [_POOL.submit(fn, *arguments, lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo]
+    for f in futures:
+        f.result()
+
+
+def as_registers(x: np.ndarray, dtype: str) -> np.ndarray:
+    """Inputs [P, n] of the kernel dtype as the evaluator's register dtype (exact), contiguous."""
+    return np.ascontiguousarray(x, dtype=REGISTER_DTYPE[dtype])
+
+
+def evaluate(programs: ProgramArrays, x: np.ndarray, dtype: str = "float32") -> np.ndarray:
+    """Outputs [B, n] (register dtype: float32 for the 16-bit dtypes, holding their values exactly) of
+    every program over inputs x [P, n]; bool results as 0/1, programs that did not compile as nan."""
+    x = as_registers(x, dtype)
+    B, n = len(programs), x.shape[1]
+    out = np.empty((B, n), dtype=x.dtype)
+    n_tiles = -(-n // TILE)
+    _run_items(_evaluate_items, B * n_tiles, B * n * programs.ops.shape[1], programs.ops, programs.args, programs.imm, programs.lengths, x, out,
+               ROUNDING[dtype])
+    return out
+
+
+def compare(programs: ProgramArrays, x: np.ndarray, want: np.ndarray, dtype: str, rtol: float, atol: float,
+            stop_early: bool = True) -> Comparison:
+    """Run every program over x [P, n] and compare with `want` [n] (the reference's outputs rounded to
+    the kernel dtype) in one pass; see Comparison. A program stops at its first failing tile when
+    stop_early (so its failures and errors cover the inputs it evaluated)."""
+    x = as_registers(x, dtype)
+    want = np.ascontiguousarray(want, dtype=x.dtype)
+    B, n = len(programs), x.shape[1]
+    n_tiles = max(1, -(-n // TILE))
+    inline = B * n * programs.ops.shape[1] < INLINE_WORK
+    lanes = 1 if inline else min(n_tiles, max(1, -(-2 * threads() // max(B, 1))))  # few programs: split tiles too
+    items = B * lanes
+    fails, first, evaluated = (np.zeros(items, dtype=np.int64) for _ in range(3))
+    abs_err, rel_err, ulp_err = (np.zeros(items, dtype=np.float64) for _ in range(3))
+    _run_items(_verify_items, items, B * n * programs.ops.shape[1], programs.ops, programs.args, programs.imm, programs.lengths, x, want,
+               float(rtol), float(atol), ROUNDING[dtype], lanes, stop_early, fails, first, abs_err, rel_err,
+               ulp_err, evaluated)
+    if lanes == 1:
+        return Comparison(fails, first, abs_err, rel_err, ulp_err, evaluated)
+    # lanes cover consecutive tiles: the first failure is the first lane's that has one; with stop_early
+    # the lanes after it would not have run, so they don't count
+    shape = (B, lanes)
+    fails, first, evaluated = fails.reshape(shape), first.reshape(shape), evaluated.reshape(shape)
+    abs_err, rel_err, ulp_err = abs_err.reshape(shape), rel_err.reshape(shape), ulp_err.reshape(shape)
+    failing = fails > 0
+    stop = np.where(failing.any(axis=1), failing.argmax(axis=1), lanes - 1)
+    used = np.arange(lanes)[None, :] <= (stop[:, None] if stop_early else lanes - 1)
+    firsts = np.where(failing, first, np.iinfo(np.int64).max).min(axis=1)
+    return Comparison((fails * used).sum(axis=1), np.where(firsts == np.iinfo(np.int64).max, -1, firsts),
+                      (abs_err * used).max(axis=1), (rel_err * used).max(axis=1), (ulp_err * used).max(axis=1),
+                      (evaluated * used).sum(axis=1))
+
+
+def warm_up() -> None:
+    """Load (or compile, the first time on this machine) the evaluator for every register dtype, so the
+    first verification of a session pays nothing for it."""
+    ops = np.array([[_OP["param"], _OP["ret"]]], dtype=np.int32)
+    args = np.zeros((1, 2, 3), dtype=np.int32)
+    programs = ProgramArrays(ops, args, np.zeros((1, 2)), np.array([2], dtype=np.int32))
+    for dtype in ("float32", "float64"):
+        x = np.zeros((1, 4), dtype=REGISTER_DTYPE[dtype])
+        evaluate(programs, x, dtype)
+        compare(programs, x, x[0], dtype, 0.0, 0.0)
+
+
+__all__ = ["REGISTER_DTYPE", "ROUNDING", "TILE", "Comparison", "ProgramArrays", "as_registers", "compare",
+           "evaluate", "threads", "warm_up"]
