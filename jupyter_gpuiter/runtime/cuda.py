@@ -3,13 +3,17 @@
 The renderer is data, tinygrad-style: one format string per IR op; Python's semantics where C differs
 (floor division, modulo and min/max follow Python and NumPy; clip propagates nan as torch does) live
 in a small device preamble. float16 and bfloat16 compute each op in float and round its result to the
-kernel dtype, as torch does. Compiled kernels are cached by source hash in memory, and on disk by
-CuPy's own kernel cache.
+kernel dtype, as torch does (but for the ops whose result is exact anyway); a literal is rounded once,
+from the float64 the IR holds, to the kernel dtype. The source needs nothing from the host's C library
+(NVRTC has none: nan and inf are spelled by their bits), and it is compiled with FMA contraction off
+(`NVRTC_OPTIONS`), so `a * b + c` rounds twice, as in NumPy and torch. Compiled kernels are cached by
+name (a hash of the program and dtype) in memory, and on disk by CuPy's own kernel cache;
+`compile_kernels` compiles many in one NVRTC call. `nvrtc_compile` compiles a source to PTX with NVRTC
+alone, no GPU needed (tests/test_cuda_nvrtc.py).
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import math
 
@@ -18,8 +22,7 @@ from ..lang.spec import IR_OP_BY_NAME
 
 C_TYPES = {"float16": ("__half", "float"), "bfloat16": ("__nv_bfloat16", "float"), "float32": ("float", "float"),
            "float64": ("double", "double")}
-ROUND = {"float16": "__half2float(__float2half_rn({}))", "bfloat16": "__bfloat162float(__float2bfloat16_rn({}))",
-         "float32": "{}", "float64": "{}"}
+ROUND = {"float16": "py_round_f16({})", "bfloat16": "py_round_bf16({})", "float32": "{}", "float64": "{}"}
 LOAD = {"float16": "__half2float({})", "bfloat16": "__bfloat162float({})", "float32": "{}", "float64": "{}"}
 STORE = {"float16": "__float2half_rn({})", "bfloat16": "__float2bfloat16_rn({})", "float32": "{}", "float64": "{}"}
 
@@ -42,7 +45,24 @@ C_OPS = {
     "isinf": "(isinf({a}) ? (C)1 : (C)0)", "float": "({a})",
 }
 
+#: Ops whose result is exact in the kernel dtype when their operands are (one of them, 0 or 1, an integer
+#: no wider than they are, or nan): float16 and bfloat16 need not round it.
+EXACT_OPS = frozenset({"neg", "pos", "not", "lt", "le", "gt", "ge", "eq", "ne", "and", "or", "select", "abs", "min",
+                       "max", "floor", "ceil", "clip", "copysign", "isnan", "isinf", "float"})
+
+#: Device helpers for the ops whose Python semantics C lacks, and nan and inf by their bits (NVRTC has no
+#: host <math.h>, so no NAN or INFINITY). Diagnostic 177, "variable declared but never referenced", is off:
+#: the IR keeps the register of a name that is bound but never read.
 PREAMBLE = r"""
+#pragma nv_diag_suppress 177
+__device__ __forceinline__ float py_round_f16(float x) { return __half2float(__float2half_rn(x)); }
+__device__ __forceinline__ float py_round_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+template <typename C> __device__ __forceinline__ C py_nan();
+template <> __device__ __forceinline__ float py_nan<float>() { return __int_as_float(0x7fc00000); }
+template <> __device__ __forceinline__ double py_nan<double>() { return __longlong_as_double(0x7ff8000000000000LL); }
+template <typename C> __device__ __forceinline__ C py_inf();
+template <> __device__ __forceinline__ float py_inf<float>() { return __int_as_float(0x7f800000); }
+template <> __device__ __forceinline__ double py_inf<double>() { return __longlong_as_double(0x7ff0000000000000LL); }
 template <typename C> __device__ __forceinline__ C py_mod(C a, C b) {
     C m = fmod(a, b);
     if (b == 0) return m;
@@ -60,18 +80,40 @@ template <typename C> __device__ __forceinline__ C py_floordiv(C a, C b) {
     return f;
 }
 template <typename C> __device__ __forceinline__ C py_clip(C x, C lo, C hi) {
-    C m = (isnan(x) || isnan(lo)) ? (C)NAN : (x > lo ? x : lo);
-    return (isnan(m) || isnan(hi)) ? (C)NAN : (m < hi ? m : hi);
+    C m = (isnan(x) || isnan(lo)) ? py_nan<C>() : (x > lo ? x : lo);
+    return (isnan(m) || isnan(hi)) ? py_nan<C>() : (m < hi ? m : hi);
 }
 """
 
+#: NVRTC's options for every rendered kernel: no FMA contraction (each op rounds, as in NumPy and torch);
+#: IEEE division and square root and subnormals kept, which are NVRTC's defaults, spelled out.
+NVRTC_OPTIONS = ("--std=c++17", "--fmad=false", "--ftz=false", "--prec-div=true", "--prec-sqrt=true")
 
-def _literal(v: float) -> str:
+#: (significand bits, exponent of the smallest subnormal, largest finite) of the kernel dtypes narrower than
+#: the float64 an IR literal holds.
+_FORMATS = {"float16": (11, -24, 65504.0), "bfloat16": (8, -133, 3.3895313892515355e38),
+            "float32": (24, -149, 3.4028234663852886e38)}
+
+
+def round_to_dtype(v: float, dtype: str) -> float:
+    """`v` rounded once, to nearest with ties to even, to `dtype` (returned as a Python float, exact in that
+    dtype): what NumPy's `np.float16(v)` does, where a cast through float32 would round twice."""
+    if dtype not in _FORMATS or not math.isfinite(v) or v == 0:
+        return v
+    bits, min_exp, top = _FORMATS[dtype]
+    quantum = math.ldexp(1.0, max(math.frexp(v)[1] - bits, min_exp))
+    r = round(v / quantum) * quantum
+    return math.copysign(math.inf, v) if abs(r) > top else float(r)
+
+
+def _literal(v: float, dtype: str) -> str:
+    """A literal of the compute type C holding `v` rounded to the kernel dtype (exact in C)."""
+    v = round_to_dtype(float(v), dtype)
     if math.isnan(v):
-        return "(C)NAN"
+        return "py_nan<C>()"
     if math.isinf(v):
-        return "(C)INFINITY" if v > 0 else "(C)(-INFINITY)"
-    return f"(C){float(v)!r}"
+        return "py_inf<C>()" if v > 0 else "(-py_inf<C>())"
+    return f"((C){v!r})"
 
 
 HEADER = "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n" + PREAMBLE
@@ -93,7 +135,7 @@ def cuda_source(program: Program, dtype: str = "float32", name: str = "kernel", 
         if op == "param":
             expr = LOAD[dtype].format(f"x{int(imm)}[i]")
         elif op in ("const", "bool"):
-            expr = ROUND[dtype].format(_literal(imm))
+            expr = _literal(imm, dtype)
         elif op == "ret":
             value = f"r{a}"
             stored = f"({value} != 0)" if program.returns_bool() else STORE[dtype].format(value)
@@ -101,36 +143,111 @@ def cuda_source(program: Program, dtype: str = "float32", name: str = "kernel", 
             break
         else:
             operands = {"a": f"r{a}", "b": f"r{b}", "c": f"r{c}"}
-            expr = ROUND[dtype].format(C_OPS[op].format(**operands))
+            expr = C_OPS[op].format(**operands)
+            expr = expr if op in EXACT_OPS else ROUND[dtype].format(expr)
             assert IR_OP_BY_NAME[op].nargs <= 3
         lines.append(f"    const C r{k} = {expr};")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
 
-@functools.lru_cache(maxsize=256)
-def _compiled(source: str, name: str):
+#: Compiled kernels by name (a hash of the program and dtype): a name holds one source, so it never goes stale.
+_KERNELS: dict = {}
+_MAX_KERNELS = 4096
+
+
+def _kernel_name(program: Program, dtype: str) -> str:
+    return "k_" + source_hash(program.text() + dtype)
+
+
+def compile_kernels(programs: list[Program], dtype: str = "float32") -> list:
+    """The native kernels of `programs`, compiled together in one NVRTC call (one CuPy module) where they are
+    not compiled yet: a batch of candidates pays NVRTC's start-up and the header once. `launch` uses them."""
     import cupy
 
-    return cupy.RawKernel(source, name, options=("--std=c++17",))
+    names = [_kernel_name(p, dtype) for p in programs]
+    todo = {n: p for n, p in zip(names, programs) if n not in _KERNELS}
+    if todo:
+        if len(_KERNELS) + len(todo) > _MAX_KERNELS:
+            _KERNELS.clear()
+            todo = dict(zip(names, programs))
+        source = HEADER + "\n".join(cuda_source(p, dtype, n, header=False) for n, p in todo.items())
+        module = cupy.RawModule(code=source, options=NVRTC_OPTIONS)
+        _KERNELS.update({n: module.get_function(n) for n in todo})
+    return [_KERNELS[n] for n in names]
 
 
 def source_hash(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()[:16]
 
 
+#: The CuPy dtype of each kernel dtype (CuPy has no bfloat16).
+CUPY_DTYPES = {"float16": "float16", "float32": "float32", "float64": "float64"}
+
+
 def launch(program: Program, inputs: list, dtype: str = "float32"):
     """Run the native kernel on CuPy arrays of one shape and dtype; returns a CuPy array."""
+    if dtype not in CUPY_DTYPES:
+        raise ValueError(f"native CUDA kernels run on float16, float32 or float64 CuPy arrays, not {dtype} "
+                         "(CuPy has no bfloat16: use torch tensors for bfloat16)")
     import cupy
 
-    name = "k_" + source_hash(program.text() + dtype)
-    kernel = _compiled(cuda_source(program, dtype, name), name)
+    (kernel,) = compile_kernels([program], dtype)
     n = inputs[0].size if inputs else 1
     # the output starts poisoned (nan / True), so a kernel that skips elements cannot pass for one that ran
     out = cupy.full(inputs[0].shape if inputs else (), True if program.returns_bool() else float("nan"),
-                    dtype=bool if program.returns_bool() else
-                    {"float16": cupy.float16, "float32": cupy.float32, "float64": cupy.float64}[dtype])
+                    dtype=bool if program.returns_bool() else CUPY_DTYPES[dtype])
+    if n == 0:  # an empty grid is not a launch CUDA accepts
+        return out
     threads = 256
     kernel(((n + threads - 1) // threads,), (threads,), (*[cupy.ascontiguousarray(x) for x in inputs], out,
                                                          cupy.int64(n)))
     return out
+
+
+class NvrtcError(RuntimeError):
+    """NVRTC refused a source; `.log` holds its diagnostics."""
+
+    def __init__(self, message: str, log: str = ""):
+        super().__init__(f"{message}\n{log}" if log else message)
+        self.log = log
+
+
+def nvrtc_compile(source: str, arch: str = "compute_80", options: tuple[str, ...] = NVRTC_OPTIONS,
+                  name: str = "kernels.cu") -> tuple[str, str]:
+    """Compile CUDA C to PTX with NVRTC alone, no GPU or driver needed; returns (ptx, log).
+
+    The check that rendered kernels compile as CuPy would compile them, on any machine: it needs the
+    packages cuda-bindings, nvidia-cuda-nvrtc and nvidia-cuda-runtime (its cuda_fp16.h and cuda_bf16.h),
+    which the `test` extra installs. Raises NvrtcError, with NVRTC's log, when the source does not compile.
+    """
+    try:
+        from cuda.bindings import nvrtc
+        from cuda.pathfinder import find_nvidia_header_directory
+    except ImportError as e:
+        raise ImportError("compiling CUDA C without a GPU needs NVRTC: pip install cuda-bindings "
+                          "nvidia-cuda-nvrtc nvidia-cuda-runtime (or this project's `test` extra)") from e
+    include = find_nvidia_header_directory("cudart")
+    if include is None:
+        raise NvrtcError("cuda_fp16.h was not found: pip install nvidia-cuda-runtime")
+
+    def call(result):
+        err, *rest = result
+        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            raise NvrtcError(f"NVRTC: {nvrtc.nvrtcGetErrorString(err)[1].decode()}")
+        return rest[0] if rest else None
+
+    prog = call(nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], []))
+    try:
+        opts = [o.encode() for o in (*options, f"--gpu-architecture={arch}", f"--include-path={include}")]
+        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+        log = b" " * call(nvrtc.nvrtcGetProgramLogSize(prog))
+        call(nvrtc.nvrtcGetProgramLog(prog, log))
+        log = log.rstrip(b"\0 ").decode(errors="replace")
+        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            raise NvrtcError(f"NVRTC could not compile {name} for {arch}", log)
+        ptx = b" " * call(nvrtc.nvrtcGetPTXSize(prog))
+        call(nvrtc.nvrtcGetPTX(prog, ptx))
+        return ptx.rstrip(b"\0").decode(), log
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
