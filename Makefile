@@ -45,6 +45,8 @@ $(CHROMIUM):
 
 test: $(STAMP) labextension chromium
 	$(VENV)/bin/ruff check jupyter_gpuiter tests
+	@# numba builds the fused evaluator once into its disk cache, so the test workers only load it
+	$(VENV)/bin/python -c "from jupyter_gpuiter.runtime import fused; fused.warm_up()"
 	$(VENV)/bin/python -m pytest -q -n auto
 
 lab: $(STAMP) labextension

@@ -52,6 +52,11 @@ def _bench(args) -> int:
             from .bench.vm import run
 
             run(device=args.device, repeats=args.repeats, json_path=out)
+        elif suite == "loop":
+            from .bench.loop import run
+
+            run(device=args.device, n_candidates=args.candidates, tests=args.tests, repeats=max(args.repeats, 3),
+                json_path=out)
         elif suite == "verify":
             from .bench.verify import run
 
@@ -111,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--emit", choices=["ir"], help="Print the canonical IR of the compiled program.")
     p.set_defaults(run=_compile)
     b = sub.add_parser("bench", help="Run benchmark suites; prints ratios measured in one run and writes JSON.")
-    b.add_argument("suite", nargs="?", default="all", help="Which suite: compile, vm, verify, neural, peers, or all.")
+    b.add_argument("suite", nargs="?", default="all",
+                   help="Which suite: compile, vm, loop, verify, neural, peers, or all.")
     b.add_argument("--n", type=int, default=4096, help="Number of generated programs.")
     b.add_argument("--seed", type=int, default=0, help="Seed of the program generator.")
     b.add_argument("--device", default=None, help="cpu, cuda, or omit to pick CUDA when available.")
@@ -121,7 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--samples", type=int, default=16, help="neural: samples per program for pass@k.")
     b.add_argument("--iterations", type=int, default=20, help="peers: edits per kernel (each a new constant).")
     b.add_argument("--tests", type=int, default=None,
-                   help="peers: test inputs per edit (default 6,905: failure rate <= 1e-3 at confidence 99.9%%).")
+                   help="peers, loop: test inputs per candidate (default 6,905: failure rate <= 1e-3 at confidence "
+                        "99.9%%).")
+    b.add_argument("--candidates", type=int, default=1000, help="loop: candidates per batch.")
     b.add_argument("--peers", default=None,
                    help="peers: comma-separated subset of gpuiter, gpuiter-serial, gpuiter-hybrid, numba, "
                         "torch-compile, torch-eager, fresh-process, cupy, nvcc (default: all).")

@@ -120,7 +120,7 @@ class GpuiterKernel(IPythonKernel):
 
     def _preload(self, loop) -> None:
         """Background thread: detect the device and warm CUDA up, build the traditional compiler's tables
-        there, then have the main loop create the Session."""
+        there, load the fused evaluator, then have the main loop create the Session."""
         t0 = time.perf_counter()
         device = "cpu"
         try:
@@ -139,6 +139,12 @@ class GpuiterKernel(IPythonKernel):
             traditional.warm_up(device)  # (~0.2 s the first %%gpucompile would wait; idempotent if a cell races it)
         except Exception as e:  # noqa: BLE001
             self._warn(f"warming up the traditional compiler failed: {type(e).__name__}: {e}")
+        try:
+            from ..runtime import fused
+
+            fused.warm_up()  # the evaluator from numba's disk cache (~1 s; its first build on a machine ~1 min)
+        except Exception as e:  # noqa: BLE001
+            self._warn(f"warming up the fused evaluator failed: {type(e).__name__}: {e}")
         finally:
             try:
                 loop.add_callback(self._create_session, t0)

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
-from ..ir import Program
+from ..ir import Program, ProgramBatch
+from . import fused
 from .render import TORCH_DTYPES, torch_function
 
 DTYPES = tuple(TORCH_DTYPES)
+_TORCH_OF = {np.float32: torch.float32, np.float64: torch.float64}
 
 
 class Kernel:
@@ -29,6 +33,7 @@ class Kernel:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
         self.program, self.source, self.mode, self.dtype = program, source, mode, dtype
         self._fn = torch_function(program, dtype)
+        self._arrays = None  # the program for the fused evaluator, packed on the first CPU call
 
     @property
     def name(self) -> str:
@@ -59,7 +64,10 @@ class Kernel:
         except RuntimeError:
             shapes = ", ".join(str(tuple(t.shape)) for t in tensors)
             raise ValueError(f"{self.name}(): argument shapes {shapes} do not broadcast together") from None
-        out = self._fn(*tensors) if tensors else self._fn()
+        if dev.type == "cpu":
+            out = self._fused(tensors)
+        else:
+            out = self._fn(*tensors) if tensors else self._fn()
         if "torch" in kinds:
             return out
         if "cupy" in kinds:
@@ -69,6 +77,20 @@ class Kernel:
         if out.dtype == torch.bfloat16:
             out = out.float()
         return out.cpu().numpy()
+
+    def _fused(self, tensors: list[torch.Tensor]) -> torch.Tensor:
+        """CPU arrays: the fused tile evaluator (an interpreter compiled once, nothing per kernel)."""
+        if self._arrays is None:
+            self._arrays = fused.ProgramArrays.from_batch(ProgramBatch.from_results([self.program]))
+        tdt = TORCH_DTYPES[self.dtype]
+        shape = torch.broadcast_shapes(*[t.shape for t in tensors]) if tensors else torch.Size()
+        n = math.prod(shape)
+        reg = fused.REGISTER_DTYPE[self.dtype]
+        x = np.empty((len(tensors), n), dtype=reg)
+        for i, t in enumerate(tensors):
+            x[i] = t.to(tdt).to(_TORCH_OF[reg]).expand(shape).reshape(-1).numpy()
+        out = torch.from_numpy(fused.evaluate(self._arrays, x, self.dtype)[0]).reshape(shape)
+        return out != 0 if self.program.returns_bool() else out.to(tdt)
 
     def _native(self, args):
         """CuPy in: the native CUDA kernel (CUDA C through NVRTC), CuPy out."""
