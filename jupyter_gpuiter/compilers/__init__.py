@@ -43,7 +43,7 @@ def _hybrid(sources: Sequence[str], device=None, **options) -> BatchResult:
 
 #: "auto" on a CPU: the serial compiler below this many sources, the traditional one from there on. Where the
 #: two cross on the 2-core machine: `gpuiter bench compile --crossover` (docs/performance.md).
-AUTO_CROSSOVER_CPU = 64
+AUTO_CROSSOVER_CPU = 16
 
 
 def resolve_mode(mode: str, n_sources: int, device=None) -> str:
