@@ -14,7 +14,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from cuda_programs import COMPUTE_OPS, const_program, op_program
+from cuda_programs import COMPUTE_OPS, LITERALS, const_program, op_program
 
 from jupyter_gpuiter import compile_batch
 from jupyter_gpuiter.ir import Program
@@ -32,12 +32,6 @@ from jupyter_gpuiter.runtime.cuda import (
 DTYPES = ("float16", "bfloat16", "float32", "float64")
 #: The oldest architecture NVRTC 13 targets (software bfloat16 conversions) and the H100/H200's.
 ARCHS = ("compute_75", "compute_90")
-#: Literals at the edges: subnormals, the largest finite values and the first that round to inf in each dtype,
-#: a value that rounds differently when cast through float32 first (1 + 2**-11 + 2**-40 in float16), nan, inf.
-LITERALS = (0.0, -0.0, 1.0, 0.1, 1e-3, 3.0, math.pi, 1 + 2**-11 + 2**-40, 1 + 2**-8 + 2**-40, 65504.0, 65519.0,
-            65520.0, 2.0**-24, 2.0**-25, 2.0**-133, 3.3895313892515355e38, 3.4028234663852886e38, 1e39, 1e-45,
-            1e-50, 5e-324, 2.2250738585072014e-308, 1.7976931348623157e308, 1e300, 1e16, 123456789.0,
-            math.nan, math.inf, -math.inf, -1e-300, -65504.0)
 
 
 def _nvrtc_missing() -> str | None:
