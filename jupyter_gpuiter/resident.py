@@ -77,12 +77,10 @@ class Session:
         if hit is not None:
             self._programs.move_to_end(key)
             return hit[0], hit[1], True
-        batch = compilers.compile_batch([source], mode=mode, device=dev, **options)
-        result = batch[0]
+        result, path = compilers.compile_one(source, mode=mode, device=dev, **options)
         if isinstance(result, CompileError):
             result.source = source
             raise result
-        path = batch.paths[0] if batch.paths is not None else mode
         self._remember(key, result, path)
         return result, path, False
 

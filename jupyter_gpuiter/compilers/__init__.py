@@ -89,5 +89,19 @@ def compile_batch(sources: Sequence[str], mode: str = DEFAULT_MODE, device=None,
     return MODES[mode](list(sources), device, **options)
 
 
+def compile_one(source: str, mode: str = DEFAULT_MODE, device=None, **options):
+    """One source: (Program or CompileError, the compiler that produced it). The serial compiler runs
+    without packing a device batch (what an edit in a notebook pays for)."""
+    used = resolve_mode(mode, 1, device)
+    if used == "serial" and not options:
+        from .serial import compile_sources
+
+        if not isinstance(source, str):
+            raise TypeError(f"sources must be str, got {type(source).__name__}")
+        return compile_sources([source])[0], "serial"
+    result = compile_batch([source], mode=mode, device=device, **options)
+    return result[0], (result.paths[0] if result.paths else used)
+
+
 __all__ = ["AUTO_CROSSOVER_CPU", "DEFAULT_MODE", "MODES", "MODE_OPTIONS", "REFERENCE_MODES", "BatchResult",
-           "compile_batch", "resolve_mode"]
+           "compile_batch", "compile_one", "resolve_mode"]

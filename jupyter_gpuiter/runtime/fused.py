@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from ..ir import Program
 from ..lang.spec import IR_OP_INDEX as _OP
 
 TILE = 1024  # inputs per tile: 1024 float32 registers of a 30-instruction program are 120 KB, within L2
@@ -482,6 +483,26 @@ class ProgramArrays:
         return cls(np.ascontiguousarray(batch.ops.numpy(), dtype=np.int32),
                    np.ascontiguousarray(batch.args.numpy(), dtype=np.int32),
                    np.ascontiguousarray(batch.imm.numpy(), dtype=np.float64), lengths)
+
+    @classmethod
+    def from_programs(cls, programs: list) -> ProgramArrays:
+        """Host Programs (anything else, e.g. a CompileError, is a row of length 0) packed with NumPy."""
+        progs = [p if isinstance(p, Program) else None for p in programs]
+        width = max([len(p) for p in progs if p is not None] + [1])
+        B = len(progs)
+        ops = np.full((B, width), -1, dtype=np.int32)
+        args = np.full((B, width, 3), -1, dtype=np.int32)
+        imm = np.zeros((B, width), dtype=np.float64)
+        lengths = np.zeros(B, dtype=np.int32)
+        for i, p in enumerate(progs):
+            if p is None:
+                continue
+            k = len(p)
+            ops[i, :k] = [_OP[o] for o in p.ops]
+            args[i, :k] = p.args
+            imm[i, :k] = p.imms
+            lengths[i] = k
+        return cls(ops, args, imm, lengths)
 
     def __len__(self) -> int:
         return self.ops.shape[0]

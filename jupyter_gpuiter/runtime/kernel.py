@@ -7,7 +7,7 @@ import math
 import numpy as np
 import torch
 
-from ..ir import Program, ProgramBatch
+from ..ir import Program
 from . import fused
 from .render import TORCH_DTYPES, torch_function
 
@@ -81,7 +81,7 @@ class Kernel:
     def _fused(self, tensors: list[torch.Tensor]) -> torch.Tensor:
         """CPU arrays: the fused tile evaluator (an interpreter compiled once, nothing per kernel)."""
         if self._arrays is None:
-            self._arrays = fused.ProgramArrays.from_batch(ProgramBatch.from_results([self.program]))
+            self._arrays = fused.ProgramArrays.from_programs([self.program])
         tdt = TORCH_DTYPES[self.dtype]
         shape = torch.broadcast_shapes(*[t.shape for t in tensors]) if tensors else torch.Size()
         n = math.prod(shape)

@@ -92,7 +92,7 @@ class Reference:
                 raise ValueError(f"the reference takes {prog.n_params} parameters but the candidate takes {n_params}")
             self.program = prog
             self.program_dtype = reference.dtype if isinstance(reference, Kernel) else dtype
-            self.arrays = fused.ProgramArrays.from_batch(ProgramBatch.from_results([prog]))
+            self.arrays = fused.ProgramArrays.from_programs([prog])
             self.fn = None
             text = prog.text().encode()
             self.key = ("program", hashlib.sha256(text).hexdigest(), self.program_dtype)
@@ -254,13 +254,13 @@ def verify_programs(results: Sequence, reference, pool, *, tests: int | None = N
         raise ValueError(f"rtol and atol must be non-negative numbers, got rtol={rtol!r}, atol={atol!r}")
     want, trivial = (outputs if outputs is not None else ReferenceOutputs()).get(ref, x, dtype)
     t_setup = time.perf_counter()
-    batch = batch if batch is not None else ProgramBatch.from_results(results)
     if x.device.type == "cpu":
-        arrays = fused.ProgramArrays.from_batch(batch)
+        arrays = fused.ProgramArrays.from_batch(batch) if batch is not None else \
+            fused.ProgramArrays.from_programs(results)
         x_reg = fused.as_registers(_host_inputs(x, dtype), dtype)
         cmp = _compare_fused(arrays, x_reg, want, dtype, rtol, atol, progress)
     else:
-        arrays, x_reg = None, None
+        batch = batch if batch is not None else ProgramBatch.from_results(results)
         cmp = _compare_torch(batch, x, want, dtype, rtol, atol)
     t_run = time.perf_counter()
     timings = {"setup": t_setup - t0, "execute_and_compare": t_run - t_setup}
@@ -340,7 +340,7 @@ class _LazyCounterexample:
 
 def _counterexample(program, ref: Reference, point: torch.Tensor, names, dtype, rtol, atol, expected,
                     domains, exhaustive) -> Counterexample:
-    arrays = fused.ProgramArrays.from_batch(ProgramBatch.from_results([program]))
+    arrays = fused.ProgramArrays.from_programs([program])
     tdt = TORCH_DTYPES[dtype]
 
     def run(points: list[list[float]]) -> tuple[np.ndarray, np.ndarray | None]:
