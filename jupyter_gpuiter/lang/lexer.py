@@ -26,6 +26,10 @@ BAD_PREFIXES = {"b", "f", "rb", "br", "rf", "fr"}
 _NAME_CHARS = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 _DIGIT_CHARS = set("0123456789")
 _WHITESPACE = " \t\f"
+_CONTROL_CHARS = frozenset(chr(i) for i in [*range(32), 127]) - set("\t\n\f")
+_CONTROL_RE = re.compile("[" + re.escape("".join(sorted(_CONTROL_CHARS))) + "]")
+# the operators longest first: the first alternative that matches is the longest (maximal munch)
+_OPERATOR_RE = re.compile("|".join(re.escape(o) for o in spec.OPERATORS))
 
 
 @dataclass
@@ -67,7 +71,7 @@ def number_value(text: str) -> float:
 
 def is_control(c: str) -> bool:
     """ASCII control characters other than tab, newline and form feed are invalid everywhere."""
-    return (ord(c) < 32 and c not in "\t\n\f") or ord(c) == 127
+    return c in _CONTROL_CHARS
 
 
 def _string_end(src: str, i: int, quote: str, raw: bool) -> tuple[int | None, LexError | None]:
@@ -123,7 +127,7 @@ def tokenize(source: str) -> tuple[list[Token], LexError | None]:
 
     while i < len(src):
         c = src[i]
-        if is_control(c):
+        if c in _CONTROL_CHARS:
             return err("syntax", i, f"invalid character {c!r}")
         if c == "\n":
             if depth == 0 and tokens and tokens[-1].kind != "newline":
@@ -133,10 +137,12 @@ def tokenize(source: str) -> tuple[list[Token], LexError | None]:
         elif c in _WHITESPACE:
             i += 1
         elif c == "#":
-            while i < len(src) and src[i] != "\n":
-                if is_control(src[i]):
-                    return err("syntax", i, f"invalid character {src[i]!r} in a comment")
-                i += 1
+            end = src.find("\n", i)
+            end = len(src) if end < 0 else end
+            bad = _CONTROL_RE.search(src, i, end)
+            if bad:
+                return err("syntax", bad.start(), f"invalid character {bad.group()!r} in a comment")
+            i = end
         elif c == "\\":
             if i + 1 < len(src) and src[i + 1] == "\n":
                 i += 2
@@ -171,9 +177,10 @@ def tokenize(source: str) -> tuple[list[Token], LexError | None]:
         elif ord(c) > 127:
             return err("unsupported", i, f"non-ASCII character {c!r}: names and operators must be ASCII")
         else:
-            op = next((o for o in spec.OPERATORS if src.startswith(o, i)), None)
-            if op is None:
+            m = _OPERATOR_RE.match(src, i)
+            if m is None:
                 return err("syntax", i, f"invalid character {c!r}")
+            op = m.group()
             if op == ")":
                 if depth == 0:
                     return err("syntax", i, "unmatched ')'")
