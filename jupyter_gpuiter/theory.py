@@ -316,7 +316,8 @@ def calibrate(model: CostModel, history) -> CostModel:
     their values; ``calibrated`` lists the replaced ones.
 
     - ``gpu_compile_ms``: median ``seconds["compile"]`` of "compile" iterations that were not cache hits
-      (and whose ``extra["mode"]``, if recorded, is traditional);
+      and whose ``extra["mode"]``, if recorded, is traditional (for mode auto: whose ``extra["path"]``,
+      the compiler that ran, is);
     - ``neural_sample_ms``: the same for "compile" iterations with ``extra["mode"] == "neural"``;
     - ``verify_ms_per_test`` and ``verify_setup_ms``: from the verification passes, each a point
       (work W = candidates x tests, time t): "verify" iterations give W = ``verdict.tests_run`` and
@@ -335,6 +336,8 @@ def calibrate(model: CostModel, history) -> CostModel:
         extra = getattr(it, "extra", None) or {}
         if kind == "compile" and not getattr(it, "cache_hit", False) and "compile" in seconds:
             mode = extra.get("mode", "traditional")
+            if mode == "auto":  # auto picks a compiler per batch: "path" records which one ran
+                mode = extra.get("path")
             if mode == "traditional":
                 compiles.append(seconds["compile"])
             elif mode == "neural":

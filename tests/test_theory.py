@@ -277,6 +277,16 @@ def test_calibrate_fits_a_line_when_test_counts_differ():
     assert c.gpu_compile_ms == CostModel().gpu_compile_ms  # no compile iterations
 
 
+def test_calibrate_counts_auto_compiles_by_the_compiler_that_ran():
+    history = [it("compile", {"compile": 0.010}, mode="auto", path="traditional"),
+               it("compile", {"compile": 0.030}, mode="auto", path="traditional"),
+               it("compile", {"compile": 0.0001}, mode="auto", path="serial"),  # CPython, not the device compiler
+               it("compile", {"compile": 0.5}, mode="hybrid", path="neural")]  # sampling plus verification
+    c = calibrate(CostModel(), history)
+    assert c.gpu_compile_ms == pytest.approx(20.0)
+    assert c.calibrated == ("gpu_compile_ms",)
+
+
 def test_calibrate_without_measurements_changes_nothing():
     m = CostModel(execute_test_ms=500)
     assert calibrate(m, []) == m
@@ -287,6 +297,8 @@ def test_calibrate_from_a_real_session():
     s = gi.Session("cpu")
     for n in (1_000, 10_000, 100_000):
         s.verify("def f(x):\n    return x * x + 1\n", "def f(x):\n    return x ** 2 + 1\n", tests=n)
+    for src in ("def g(x):\n    return x + 2\n", "def h(x):\n    return x * 3\n"):
+        s.compile(src, mode="traditional")  # verify records no compile iteration of its own
     c = calibrate(CostModel(), s)  # the Session itself, or s.history
     assert c == calibrate(CostModel(), s.history)
     compiles = [i.seconds["compile"] for i in s.history if i.kind == "compile" and not i.cache_hit]

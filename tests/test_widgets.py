@@ -1,9 +1,12 @@
 """Widgets: state after show / slider moves / refresh (no browser; FigureWidget state is Python-side)."""
 
 import html
+import json
 import math
+import re
 import time
 
+import plotly.graph_objects as go
 import pytest
 
 import jupyter_gpuiter as gi
@@ -141,9 +144,11 @@ def latencies(model, k, n, p):
 def test_explorer_initial_state_is_the_model():
     ex = TradeoffExplorer(throttle_s=0)
     m = ex.model
-    assert ex.k == 1 and ex.n_tests == m.n_tests and ex.p == m.p
+    # N: the model's, rounded up to the slider's grid (a browser snaps the slider to it)
+    assert ex.k == 1 and ex.n_tests == round(TW._n_slider_value(m.n_tests)) == 6918 and ex.p == m.p
+    assert round(_browser_snap(ex.n_slider)) == ex.n_tests
     assert ex.fig.data[TW.LATENCY].x == MODES
-    assert ex.fig.data[TW.LATENCY].y == pytest.approx(latencies(m, 1, m.n_tests, m.p))
+    assert ex.fig.data[TW.LATENCY].y == pytest.approx(latencies(m, 1, ex.n_tests, m.p))
     assert ex.fig.data[TW.LATENCY].y[0] == 212.0
     assert ex.fig.data[TW.MEASURED].x == ()
     assert ex.optimum == optimise(m, 1e-3, 1e-3, m.p)
@@ -157,9 +162,9 @@ def test_moving_sliders_changes_the_traces():
     ex.k_slider.value = 8
     after = ex.fig.data[TW.LATENCY].y
     assert after != before
-    assert after == pytest.approx(latencies(m, 8, m.n_tests, m.p))
+    assert after == pytest.approx(latencies(m, 8, ex.n_tests, m.p))
     assert after[0] == before[0] and after[1] == before[1]  # cpu and traditional do not depend on k
-    assert ex.fig.data[TW.CURRENT].y[0] == pytest.approx(false_accept_risk(1e-3, m.n_tests, 8))
+    assert ex.fig.data[TW.CURRENT].y[0] == pytest.approx(false_accept_risk(1e-3, ex.n_tests, 8))
 
     ex.n_slider.value = 1e5
     assert ex.n_tests == 100_000
@@ -200,15 +205,15 @@ def test_throttled_changes_are_coalesced_and_update_flushes_them():
     m = ex.model
     ex.k_slider.value = 4  # first change after a quiet period: at once
     assert not ex.pending
-    assert ex.fig.data[TW.LATENCY].y == pytest.approx(latencies(m, 4, m.n_tests, m.p))
+    assert ex.fig.data[TW.LATENCY].y == pytest.approx(latencies(m, 4, ex.n_tests, m.p))
     n = ex.updates
     ex.k_slider.value = 5  # within the throttle window: scheduled
     ex.k_slider.value = 6
     assert ex.pending and ex.updates == n
-    assert ex.fig.data[TW.LATENCY].y == pytest.approx(latencies(m, 4, m.n_tests, m.p))
+    assert ex.fig.data[TW.LATENCY].y == pytest.approx(latencies(m, 4, ex.n_tests, m.p))
     ex.update()  # synchronous: applies the latest values, cancels the scheduled one
     assert not ex.pending and ex.updates == n + 1
-    assert ex.fig.data[TW.LATENCY].y == pytest.approx(latencies(m, 6, m.n_tests, m.p))
+    assert ex.fig.data[TW.LATENCY].y == pytest.approx(latencies(m, 6, ex.n_tests, m.p))
 
 
 def test_throttled_update_runs_later_by_itself():
@@ -220,7 +225,7 @@ def test_throttled_update_runs_later_by_itself():
     while ex.pending and time.monotonic() < deadline:
         time.sleep(0.01)
     assert not ex.pending
-    assert ex.fig.data[TW.LATENCY].y == pytest.approx(latencies(m, 7, m.n_tests, m.p))
+    assert ex.fig.data[TW.LATENCY].y == pytest.approx(latencies(m, 7, ex.n_tests, m.p))
 
 
 def test_measured_points_overlay_and_custom_model():
@@ -237,23 +242,202 @@ def test_measured_points_overlay_and_custom_model():
         ex.set_measured([{"mode": "gpu", "latency_ms": 1}])
 
 
+def _browser_snap(slider) -> float:
+    """What ipywidgets' front end does to a FloatLogSlider value: log10 snapped to min + j * step."""
+    j = round((math.log(slider.value, slider.base) - slider.min) / slider.step)
+    return slider.base ** (slider.min + j * slider.step)
+
+
 def test_apply_optimum_sets_the_sliders():
     ex = TradeoffExplorer(throttle_s=0)
     ex.delta_slider.value = 1e-6
     ex.epsilon_slider.value = 1e-3
     ex.apply_optimum()
     k, n, ms = ex.optimum
-    assert (ex.k, ex.n_tests) == (k, n)
-    assert ex.fig.data[TW.LATENCY].y[3] == pytest.approx(ms)
+    assert ex.k == k and n <= ex.n_tests <= n * 1.003  # never below the optimum
+    # a browser snaps the slider to its grid and sends the value back: N stays what the summary says
+    assert round(_browser_snap(ex.n_slider)) == ex.n_tests
+    assert ex.fig.data[TW.LATENCY].y[3] == pytest.approx(ms, rel=1e-2)
     assert ex.fig.data[TW.CURRENT].y[0] <= 1e-6
+    assert "(meets δ" in html.unescape(ex.summary.value)
+
+
+def test_apply_optimum_right_after_a_throttled_change():
+    """The button applies the optimum of the sliders as they are, even with their update still pending."""
+    ex = TradeoffExplorer(throttle_s=60)
+    ex.epsilon_slider.value = 1e-4  # at once
+    ex.p_slider.value = 0.6  # within the throttle window: pending
+    assert ex.pending
+    ex.apply_optimum()
+    assert ex.optimum == optimise(ex.model, 1e-3, 1e-4, 0.6, n_max=10**7)
+    k, n, _ = ex.optimum
+    assert ex.k == k and ex.n_tests >= n
+    assert "(meets δ" in html.unescape(ex.summary.value)
 
 
 def test_explorer_from_a_session(sess, failing, passing):
+    sess.compile("def g(x):\n    return x - 3\n", mode="traditional")  # verify logs no compile iteration
     ex = TradeoffExplorer.from_session(sess, throttle_s=0)
     assert "gpu_compile_ms" in ex.model.calibrated
     verifies = [i for i in sess.history if i.kind == "verify"]
     assert len(ex.fig.data[TW.MEASURED].y) == len(verifies)
     assert ex.fig.data[TW.MEASURED].y[0] == pytest.approx(1e3 * sum(verifies[0].seconds.values()))
+
+
+# ---------------------------------------------------------------- what the browser draws
+
+
+def _wire(value):
+    """A value as it crosses the comm: plotly's serializer (Undefined -> "_undefined_"), then JSON."""
+    from plotly.serializers import _py_to_js
+
+    return json.loads(json.dumps(_py_to_js(value, None)))
+
+
+def _set_path(obj: dict, path: str, value) -> None:
+    *parents, last = path.split(".")
+    for p in parents:
+        obj = obj.setdefault(p, {})
+    obj[last] = value
+
+
+def _unset_path(obj: dict, path: str) -> None:
+    *parents, last = path.split(".")
+    for p in parents:
+        obj = obj.get(p, {})
+    obj.pop(last, None)
+
+
+class FrontEndFigure(go.FigureWidget):
+    """A FigureWidget that keeps what plotly's front-end model keeps (widgetbundle.js, plotly 7): its
+    ``_widget_data`` from the synced state, with every ``_py2js_update`` / ``_py2js_restyle`` applied as
+    its ``performRestyleLike`` does on the raw wire values — value i % len to trace i, null unsets, and
+    anything else, the ``"_undefined_"`` placeholder included, is written as the value. A view renders
+    that data deserialized, where ``"_undefined_"`` means absent: :meth:`drawn`."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._front = _wire(self._widget_data)
+        self._messages = []
+        self.observe(self._receive, names=["_widget_data", "_py2js_update", "_py2js_restyle"])
+
+    def _receive(self, change):
+        if change["new"] is None:
+            return
+        msg = _wire(change["new"])
+        if change["name"] == "_widget_data":
+            self._front = msg
+            return
+        self._messages.append(msg)
+        style = msg["style_data"] if change["name"] == "_py2js_update" else msg["restyle_data"]
+        traces = msg["style_traces"] if change["name"] == "_py2js_update" else msg["restyle_traces"]
+        if traces is None:
+            traces = list(range(len(self._front)))
+        elif not isinstance(traces, list):
+            traces = [traces]
+        for key, values in (style or {}).items():
+            values = values if isinstance(values, list) else [values]
+            for i, t in enumerate(traces):
+                v = values[i % len(values)]
+                if v is None:
+                    _unset_path(self._front[t], key)
+                else:
+                    _set_path(self._front[t], key, v)
+
+    def drawn(self) -> list[dict]:
+        def deserialize(v):
+            if isinstance(v, dict):
+                return {k: deserialize(x) for k, x in v.items() if x != "_undefined_"}
+            if isinstance(v, list):
+                return [None if x == "_undefined_" else deserialize(x) for x in v]
+            return v
+
+        return deserialize(self._front)
+
+
+@pytest.fixture
+def drawn_explorer(monkeypatch):
+    """An explorer whose figure records what a browser would draw."""
+    monkeypatch.setattr(TW.go, "FigureWidget", FrontEndFigure)
+
+    def make(*args, **kwargs):
+        ex = TradeoffExplorer(*args, throttle_s=0, **kwargs)
+        assert isinstance(ex.fig, FrontEndFigure)
+        return ex
+
+    return make
+
+
+def _stated(summary_html: str) -> tuple[int, float]:
+    """(N, risk) as the summary beside the figure states them."""
+    text = html.unescape(summary_html)
+    n = int(re.search(r"after N = ([\d,]+) passing tests", text).group(1).replace(",", ""))
+    risk = float(re.search(r"false-accept risk k\(1−ε\)\^N = ([0-9.e+-]+) ", text).group(1))
+    return n, risk
+
+
+def _curve_at(xs, ys, n: float) -> float:
+    """The drawn risk curve at N: log(risk) is linear in N between grid points (risk = k(1-eps)^N)."""
+    j = next(i for i, x in enumerate(xs) if x >= n)
+    if xs[j] == n:
+        return ys[j]
+    (x0, y0), (x1, y1) = (xs[j - 1], ys[j - 1]), (xs[j], ys[j])
+    return math.exp(math.log(y0) + (math.log(y1) - math.log(y0)) * (n - x0) / (x1 - x0))
+
+
+def _check_drawn_agrees_with_text(ex):
+    drawn = ex.fig.drawn()
+    for i, trace in enumerate(ex.fig.data):  # every trace as Python holds it, x included
+        assert drawn[i].get("x") == (list(trace.x) if trace.x is not None else None), (i, trace.name)
+        assert drawn[i].get("y") == pytest.approx(list(trace.y) if trace.y is not None else None), (i, trace.name)
+    bars, risk, cur = drawn[TW.LATENCY], drawn[TW.RISK], drawn[TW.CURRENT]
+    assert bars["x"] == list(MODES)  # every bar labelled with its mode
+    assert bars["y"] == pytest.approx(latencies(ex.model, ex.k, ex.n_tests, ex.p))
+    assert risk["x"] == list(TW._N_GRID)
+    n, stated = _stated(ex.summary.value)
+    assert n == ex.n_tests and cur["x"] == [n]
+    exact = false_accept_risk(ex.epsilon, n, ex.k)
+    assert exact <= stated <= exact * 1.01  # printed to 3 digits, rounded up
+    assert _curve_at(risk["x"], risk["y"], n) == pytest.approx(exact, rel=1e-9)  # the curve passes there
+    assert cur["y"] == pytest.approx([exact], rel=1e-12)  # and so does the marker
+    return drawn
+
+
+def test_the_drawn_figure_agrees_with_the_stated_numbers(drawn_explorer):
+    ex = drawn_explorer(measured=[{"mode": "traditional", "latency_ms": 12.5, "label": "gelu"}])
+    drawn = _check_drawn_agrees_with_text(ex)
+    # the default: N = 6,905 tests at eps = 1e-3 puts the curve at ~1e-3 there, not at 1e-14 near N = 80
+    assert _curve_at(drawn[TW.RISK]["x"], drawn[TW.RISK]["y"], 80) > 0.9
+    moves = [("k_slider", 8), ("n_slider", 1e5), ("epsilon_slider", 1e-4), ("delta_slider", 1e-6),
+             ("p_slider", 0.3), ("n_slider", 31_000), ("k_slider", 1)]
+    for name, value in moves:
+        getattr(ex, name).value = value
+        _check_drawn_agrees_with_text(ex)
+    ex.apply_optimum()
+    _check_drawn_agrees_with_text(ex)
+    for msg in ex.fig._messages:  # no placeholder reaches the front end
+        assert "_undefined_" not in json.dumps(msg)
+
+
+def test_a_later_view_starts_from_the_current_figure(drawn_explorer):
+    """The synced initial state (what a second display or a page reload renders) follows the updates."""
+    ex = drawn_explorer()
+    ex.k_slider.value = 5
+    ex.epsilon_slider.value = 1e-2
+    state = _wire(ex.fig._widget_data)
+    for i, trace in enumerate(ex.fig.data):
+        assert state[i].get("x") == list(trace.x) and state[i].get("y") == list(trace.y), (i, trace.name)
+    ex.set_measured([{"mode": "neural", "latency_ms": 3.0}], update=False)
+    assert _wire(ex.fig._widget_data)[TW.MEASURED]["y"] == [3.0]
+
+
+def test_sliders_show_their_values():
+    ex = TradeoffExplorer(throttle_s=0)
+    for s in ex.sliders.values():
+        assert s.readout
+        assert s.layout.min_width == s.layout.width  # never squeezed below its width
+    assert ex.controls.layout.flex == "0 0 auto"  # the summary beside them cannot shrink the column
+    assert ex.n_slider.readout_format == ",.0f"  # "6,918", as the summary writes N
 
 
 # ---------------------------------------------------------------- the history plot

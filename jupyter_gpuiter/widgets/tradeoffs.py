@@ -9,11 +9,22 @@ current N and the target delta.
 Slider changes recompute at once, except within ``throttle_s`` of the previous slider-driven update:
 then one trailing update is scheduled and further changes are coalesced into it. :meth:`update`
 always recomputes synchronously (and cancels a scheduled one), so tests and callers can drive it.
+
+How the figure reaches the browser: every recomputation sends ONE ``plotly_update`` message whose values
+are explicit for every trace it names (x and y of the bars, the risk curve, the current-N marker and
+the delta line, the bars' text). A ``batch_update`` that changed y on some traces and x on others would
+pad the missing ones with plotly's ``"_undefined_"`` placeholder, and plotly's front-end model (plotly
+7, anywidget) writes that placeholder into its copy of the data as if it were a value: the next
+rendering then drew the bars and the risk curve without their x (against the trace index: bar labels
+"0" and "traditional", the curve falling to 1e-14 at "N = 80" while the text said N = 6,918 gives 1e-3).
+After each recomputation the widget's initial-state snapshot (``fig._widget_data``) is refreshed too,
+so a view created later (a second display, a page reload) starts from the current figure.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import html
 import math
 import threading
@@ -33,6 +44,22 @@ LATENCY, MEASURED, RISK, CURRENT, DELTA = range(5)
 
 _N_GRID = sorted({max(1, round(10 ** (i / 20))) for i in range(7 * 20 + 1)})  # 1 .. 1e7, 20 per decade
 _RISK_FLOOR = 1e-30  # the log axis cannot show 0
+_N_STEP = 0.001  # the N slider's step in log10(N)
+_N_MAX_LOG = 7  # ... and its range: 1 .. 1e7 tests
+
+
+def _n_slider_value(n: int) -> float:
+    """The N slider's value for at least ``n`` tests that lies on the slider's grid.
+
+    The browser snaps a FloatLogSlider's log10(value) to its step and sends the snapped value back: a
+    value set off the grid (the optimiser's N = 7,598) came back as 7,586, whose risk exceeds delta, so
+    the summary then contradicted the optimum just applied. Rounding up to the grid keeps N >= n.
+    """
+    n = min(max(1, int(n)), 10**_N_MAX_LOG)
+    j = math.floor(math.log10(n) / _N_STEP + 1e-9)
+    while round(10 ** (j * _N_STEP)) < n:
+        j += 1
+    return 10 ** (j * _N_STEP)
 
 
 def _rate(x: float) -> str:
@@ -62,10 +89,11 @@ class TradeoffExplorer:
         self.updates = 0  # how many times the figure was recomputed
 
         style = {"description_width": "150px"}
-        layout = W.Layout(width="460px")
+        layout = W.Layout(width="460px", min_width="460px")  # never squeezed: the value readout stays visible
         self.k_slider = W.IntSlider(value=1, min=1, max=64, description="candidates k", style=style, layout=layout)
-        self.n_slider = W.FloatLogSlider(value=max(1, self.model.n_tests), base=10, min=0, max=7, step=0.01,
-                                         description="tests per candidate N", readout_format=".3g",
+        self.n_slider = W.FloatLogSlider(value=_n_slider_value(self.model.n_tests), base=10, min=0, max=_N_MAX_LOG,
+                                         step=_N_STEP,
+                                         description="tests per candidate N", readout_format=",.0f",
                                          style=style, layout=layout)
         self.delta_slider = W.FloatLogSlider(value=1e-3, base=10, min=-9, max=-1, step=0.1, readout_format=".1e",
                                              description="risk δ", style=style, layout=layout)
@@ -97,8 +125,12 @@ class TradeoffExplorer:
         fig.update_layout(height=380, width=900, margin={"l": 50, "r": 20, "t": 40, "b": 40}, showlegend=True)
         self.fig = go.FigureWidget(fig)
 
-        self.widget = W.VBox([W.HBox([W.VBox(list(self.sliders.values()) + [self.use_optimum]), self.summary]),
-                              self.fig])
+        # the sliders keep their width (flex none) and the summary takes the rest and wraps: in a narrow
+        # notebook the summary used to squeeze the sliders' column until their value readouts were cut off
+        self.summary.layout = W.Layout(flex="1 1 auto", min_width="0")
+        self.controls = W.VBox(list(self.sliders.values()) + [self.use_optimum],
+                               layout=W.Layout(flex="0 0 auto", min_width="480px"))
+        self.widget = W.VBox([W.HBox([self.controls, self.summary]), self.fig])
         for s in self.sliders.values():
             s.observe(self._on_change, names="value")
         if measured:
@@ -144,6 +176,8 @@ class TradeoffExplorer:
             tr.text = [p["label"] for p in points]
         if update:
             self.update(force=True)
+        else:
+            self._refresh_snapshot()
 
     # -- current values --
 
@@ -229,18 +263,24 @@ class TradeoffExplorer:
         risk = [max(_RISK_FLOOR, false_accept_risk(eps, x, k)) for x in _N_GRID]
         risk_now = false_accept_risk(eps, n, k)
         try:
-            self.optimum = optimise(m, delta, eps, p)
+            self.optimum = optimise(m, delta, eps, p, n_max=10**_N_MAX_LOG)  # an N the slider can show
         except ValueError:
             self.optimum = None
-        with self.fig.batch_update():
-            bars = self.fig.data[LATENCY]
-            bars.y = lat
-            bars.text = [f"{cpu / x:.3g}×" if x > 0 else "" for x in lat]
-            self.fig.data[RISK].y = risk
-            cur = self.fig.data[CURRENT]
-            cur.x, cur.y = [n], [max(_RISK_FLOOR, risk_now)]
-            self.fig.data[DELTA].y = [delta, delta]
+        # one message, every value explicit (no "_undefined_" placeholders: see the module docstring)
+        self.fig.plotly_update(restyle_data={
+            "x": [list(MODES), list(_N_GRID), [n], [_N_GRID[0], _N_GRID[-1]]],
+            "y": [lat, risk, [max(_RISK_FLOOR, risk_now)], [delta, delta]],
+            "text": [[f"{cpu / x:.3g}×" if x > 0 else "" for x in lat], None, None, None],
+        }, trace_indexes=[LATENCY, RISK, CURRENT, DELTA])
+        self._refresh_snapshot()
         self.summary.value = self._summary(lat, risk_now)
+
+    def _refresh_snapshot(self) -> None:
+        """The FigureWidget's synced initial state, which plotly sets only at construction (and in the
+        figure's own ``_repr_mimebundle_``, not called when it is displayed inside a box): a view created
+        later renders from it."""
+        if hasattr(self.fig, "_widget_data"):
+            self.fig._widget_data = copy.deepcopy(self.fig._data)
 
     def _summary(self, lat: list[float], risk_now: float) -> str:
         m, k, n, delta, eps, p = self.model, self.k, self.n_tests, self.delta, self.epsilon, self.p
@@ -269,12 +309,13 @@ class TradeoffExplorer:
 
     def apply_optimum(self) -> None:
         """Set k and N to the optimiser's choice for the current delta, epsilon and p."""
+        self.update()  # the optimum of the sliders as they are now, not of a throttled state still pending
         if self.optimum is None:
             return
         k, n, _ = self.optimum
         with self._lock:
             self.k_slider.value = k
-            self.n_slider.value = n
+            self.n_slider.value = _n_slider_value(n)  # on the slider's grid, >= n: the browser keeps it
         self.update()
 
     def _ipython_display_(self):
