@@ -417,12 +417,17 @@ def _ulp_key32(bits, mode):
 
 
 @njit(**_JIT)
-def _verify_items(ops, args, imm, lengths, x, want, rtol, atol, mode, lanes, stop_early,
-                  fails, first, abs_err, rel_err, ulp_err, evaluated, w0, w1):
+def _verify_items(ops, args, imm, lengths, x, want, settings, out, w0, w1):
     """Run every program over x [P, n] and compare with want [n] (the reference rounded to the kernel
-    dtype, in register dtype). Per work item w = b * lanes + lane (lane = a contiguous range of tiles):
-    fails, first (absolute index, -1 none), max abs/rel/ULP error over finite pairs, inputs evaluated.
-    With stop_early a lane stops after its first tile holding a failure."""
+    dtype, in register dtype). settings = (rtol, atol, rounding mode, lanes, stop early). Per work item
+    w = b * lanes + lane (lane = a contiguous range of tiles), out[w] = (failures, first failing index or
+    -1, max abs, rel and ULP error over finite pairs, inputs evaluated). With stop early a lane stops
+    after its first tile holding a failure. (Few arguments: numba's call overhead grows fast past ~12.)"""
+    rtol = settings[0]
+    atol = settings[1]
+    mode = int(settings[2])
+    lanes = int(settings[3])
+    stop_early = settings[4] != 0
     n = x.shape[1]
     n_tiles = (n + TILE - 1) // TILE
     per_lane = (n_tiles + lanes - 1) // lanes
@@ -457,12 +462,12 @@ def _verify_items(ops, args, imm, lengths, x, want, rtol, atol, mode, lanes, sto
                 done += m
                 if stop_early and f:
                     break
-        fails[w] = f
-        first[w] = fst
-        abs_err[w] = ea
-        rel_err[w] = er
-        ulp_err[w] = eu
-        evaluated[w] = done
+        out[w, 0] = f
+        out[w, 1] = fst
+        out[w, 2] = ea
+        out[w, 3] = er
+        out[w, 4] = eu
+        out[w, 5] = done
 
 
 @dataclass
@@ -568,8 +573,8 @@ def evaluate(programs: ProgramArrays, x: np.ndarray, dtype: str = "float32") -> 
     B, n = len(programs), x.shape[1]
     out = np.empty((B, n), dtype=x.dtype)
     n_tiles = -(-n // TILE)
-    _run_items(_evaluate_items, B * n_tiles, B * n * programs.ops.shape[1], programs.ops, programs.args, programs.imm, programs.lengths, x, out,
-               ROUNDING[dtype])
+    _run_items(_evaluate_items, B * n_tiles, B * n * programs.ops.shape[1], programs.ops, programs.args,
+               programs.imm, programs.lengths, x, out, ROUNDING[dtype])
     return out
 
 
@@ -585,11 +590,12 @@ def compare(programs: ProgramArrays, x: np.ndarray, want: np.ndarray, dtype: str
     inline = B * n * programs.ops.shape[1] < INLINE_WORK
     lanes = 1 if inline else min(n_tiles, max(1, -(-2 * threads() // max(B, 1))))  # few programs: split tiles too
     items = B * lanes
-    fails, first, evaluated = (np.zeros(items, dtype=np.int64) for _ in range(3))
-    abs_err, rel_err, ulp_err = (np.zeros(items, dtype=np.float64) for _ in range(3))
-    _run_items(_verify_items, items, B * n * programs.ops.shape[1], programs.ops, programs.args, programs.imm, programs.lengths, x, want,
-               float(rtol), float(atol), ROUNDING[dtype], lanes, stop_early, fails, first, abs_err, rel_err,
-               ulp_err, evaluated)
+    out = np.zeros((items, 6), dtype=np.float64)
+    settings = np.array([rtol, atol, ROUNDING[dtype], lanes, stop_early], dtype=np.float64)
+    _run_items(_verify_items, items, B * n * programs.ops.shape[1], programs.ops, programs.args, programs.imm,
+               programs.lengths, x, want, settings, out)
+    fails, first, evaluated = (out[:, c].astype(np.int64) for c in (0, 1, 5))
+    abs_err, rel_err, ulp_err = out[:, 2].copy(), out[:, 3].copy(), out[:, 4].copy()
     if lanes == 1:
         return Comparison(fails, first, abs_err, rel_err, ulp_err, evaluated)
     # lanes cover consecutive tiles: the first failure is the first lane's that has one; with stop_early
