@@ -30,6 +30,11 @@ _CONTROL_CHARS = frozenset(chr(i) for i in [*range(32), 127]) - set("\t\n\f")
 _CONTROL_RE = re.compile("[" + re.escape("".join(sorted(_CONTROL_CHARS))) + "]")
 # the operators longest first: the first alternative that matches is the longest (maximal munch)
 _OPERATOR_RE = re.compile("|".join(re.escape(o) for o in spec.OPERATORS))
+# the common tokens in one match (blanks, a whole name not opening a string, an operator that is not a
+# number's point); anything else takes the character-by-character branches, which define the tokens
+_COMMON_RE = re.compile(r"(?P<blank>[ \t\f]+)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?![A-Za-z0-9_'\"])"
+                        r"|(?!\.[0-9])(?P<op>" + _OPERATOR_RE.pattern + ")")
+_KEYWORD_KIND = {**{w: "bad-keyword" for w in spec.BAD_KEYWORDS}, **{w: w for w in spec.KEYWORDS}}
 
 
 @dataclass
@@ -67,6 +72,14 @@ def number_value(text: str) -> float:
         return float(n)
     except OverflowError:
         return float("inf")
+
+
+def bom_message(at_start: bool) -> str:
+    """The error for U+FEFF outside comments and strings (CPython's compile() rejects it in a str too)."""
+    if at_start:
+        return ("the text starts with a byte-order mark (U+FEFF), which CPython's compile() rejects in a str "
+                "too: read the file with encoding='utf-8-sig', which drops it, as Python does when it runs a file")
+    return "invalid character U+FEFF (a zero-width no-break space or byte-order mark): delete it"
 
 
 def is_control(c: str) -> bool:
@@ -125,7 +138,26 @@ def tokenize(source: str) -> tuple[list[Token], LexError | None]:
             ls = src.rindex("\n", start, stop) + 1
         return stop, ln, ls, None
 
-    while i < len(src):
+    n = len(src)
+    while i < n:
+        common = _COMMON_RE.match(src, i)
+        if common is not None:
+            end = common.end()
+            group = common.lastgroup
+            if group == "name":
+                word = common.group()
+                tokens.append(Token(_KEYWORD_KIND.get(word, "name"), word, i, line, i - line_start + 1))
+            elif group == "op":
+                op = common.group()
+                if op == ")":
+                    if depth == 0:
+                        return err("syntax", i, "unmatched ')'")
+                    depth -= 1
+                elif op == "(":
+                    depth += 1
+                tokens.append(Token(op if op in spec.TOK else "bad-op", op, i, line, i - line_start + 1))
+            i = end
+            continue
         c = src[i]
         if c in _CONTROL_CHARS:
             return err("syntax", i, f"invalid character {c!r}")
@@ -174,6 +206,8 @@ def tokenize(source: str) -> tuple[list[Token], LexError | None]:
             i, line, line_start, e = string(i, i, "")
             if e:
                 return tokens, e
+        elif c == "\ufeff":
+            return err("unsupported", i, bom_message(i == 0))
         elif ord(c) > 127:
             return err("unsupported", i, f"non-ASCII character {c!r}: names and operators must be ASCII")
         else:
