@@ -1,4 +1,6 @@
-"""Two of CPython's errors the token rules do not see, against the serial oracle (`assert_agree`):
+"""Line ends and indentation against the serial oracle (`assert_agree`) and CPython's verdict.
+
+Two of CPython's errors the token rules do not see:
 
 - a backslash continuation that ends the file (CPython: unexpected EOF), whatever the line ends (LF,
   CRLF, a lone CR); a blank line or spaces after it, or a backslash in a comment, are fine;
@@ -9,14 +11,21 @@
 Both come after every lexical and token-rule error and before the errors found in the tree after
 them (an earlier statement's syntax error comes first), as in the serial compiler. Found by fuzzing:
 the traditional compiler accepted these or reported another error.
+
+And form feeds in the indentation of any line, `def`'s included (both compilers rejected `\fdef f(x):`,
+which CPython accepts): a line's indentation is what follows its last form feed; byte-order marks in a
+str (rejected, as by CPython's compile()); an unknown math./np. attribute's message.
 """
 
 import random
 
+import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_traditional import assert_agree
 
+import jupyter_gpuiter as gi
 from jupyter_gpuiter import compile_batch
 
 ENDS = ["\\\n", "\\\r\n", "\\\r"]
@@ -118,3 +127,102 @@ def test_seeded_random_indentations_agree():
                    for _ in body]
         sources.append(source_of("def f(x):", body, indents, "\n", rng.choice(EOF_TAILS)))
     assert_agree(sources)
+
+
+# ---------------------------------------------------------------- form feeds before `def`, byte-order marks
+
+
+def cpython_accepts(source: str) -> bool:
+    try:
+        compile(source, "<kernel>", "exec")
+    except SyntaxError:
+        return False
+    return True
+
+
+def serial_accepts(source: str) -> bool:
+    return not compile_batch([source], mode="serial").canonical()[0].startswith("error")
+
+
+# indentation made of spaces, tabs and form feeds, before the def and before body lines whose indentation
+# after the last form feed is one string (CPython's column 0 is at a form feed): whether CPython accepts
+# depends only on form feeds, so the compilers must accept exactly when it does
+HEADER_WHITE = ["", "\f", "\f\f", " \f", "\t\f", "  \f\f", "\f ", "\f\t", " \f ", "\f\f  "]
+BODY_WHITE = ["    ", "\f    ", "  \f    ", "\f\f    ", "\t\f    ", "    \f", "\f", "  \f  \f    "]
+
+
+def test_form_feeds_in_indentation_accepted_exactly_where_cpython_accepts_them():
+    sources = []
+    for h in HEADER_WHITE:
+        for b1 in BODY_WHITE:
+            for b2 in ("    ", "\f    "):
+                sources.append(f"{h}def f(x):\n{b1}y = x * 2\n{b2}return y + 1\n")
+        sources.append(f"{h}def f(x): return x\n")
+        sources.append(f'{h}def f(x):\n\f    """doc"""\n    return x\n')
+    got = assert_agree(sources)
+    for s, g in zip(sources, got):
+        assert (not g.startswith("error")) == cpython_accepts(s), (s, g)
+        if g.startswith("error"):  # CPython: IndentationError
+            assert g.startswith("error syntax "), (s, g)
+    want = compile_batch(["def f(x):\n    y = x * 2\n    return y + 1\n"], mode="serial").canonical()[0]
+    assert got[HEADER_WHITE.index("\f") * 18 + 2] == want  # \fdef, \f-indented body: the same program
+
+
+def test_a_form_feed_before_def_compiles_in_every_mode_that_checks():
+    for mode in ("serial", "traditional"):
+        k = gi.compile("\fdef f(x):\n    return x + 1\n", mode=mode)
+        assert k.name == "f" and k(np.array([1.0])).tolist() == [2.0]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(WHITE, WHITE, st.sampled_from(BODIES)), min_size=1, max_size=16))
+def test_random_white_before_def_agrees(drawn):
+    assert_agree([source_of(h + "def f(x):", body, [w] * len(body), "\n", "") for h, w, body in drawn])
+
+
+BOM = "\ufeff"
+
+
+def test_a_byte_order_mark_in_a_str_is_rejected_as_cpython_compile_rejects_it():
+    """CPython accepts a BOM in a file's bytes (Python drops it when it decodes them), not in a str:
+    compile('\\ufeffdef ...') is a SyntaxError. The compilers take str, so they agree with compile(); the
+    message says to decode with utf-8-sig (what `gpuiter compile FILE` does)."""
+    sources = [BOM + "def f(x):\n    return x\n", BOM + "# c\ndef f(x):\n    return x\n", BOM * 2 + "def f(x): return x\n",
+               "def f(x):\n    return x" + BOM + "\n", BOM + "def f(x):\n    return y\n", "def f(x):\n    return x  # " + BOM + "\n",
+               'def f(x):\n    """' + BOM + '"""\n    return x\n', "\f" + BOM + "def f(x): return x\n"]
+    got = assert_agree(sources)
+    assert [cpython_accepts(s) for s in sources] == [False] * 5 + [True, True, False]
+    assert got[:5] == ["error unsupported 1:1"] * 3 + ["error unsupported 2:13", "error unsupported 1:1"]
+    assert not got[5].startswith("error") and not got[6].startswith("error")
+    assert got[7] == "error unsupported 1:2"
+    for mode in ("serial", "traditional"):
+        with pytest.raises(gi.CompileError) as info:
+            gi.compile(sources[0], mode=mode)
+        assert (info.value.kind, info.value.line, info.value.col) == ("unsupported", 1, 1)
+        assert "byte-order mark" in info.value.message and "utf-8-sig" in info.value.message
+        with pytest.raises(gi.CompileError) as info:
+            gi.compile(sources[3], mode=mode)
+        assert "U+FEFF" in info.value.message and "utf-8-sig" not in info.value.message
+    # decoded as Python decodes a file, the same bytes compile
+    assert serial_accepts((BOM + "def f(x):\n    return x\n").encode().decode("utf-8-sig"))
+
+
+def test_an_unknown_math_attribute_is_named_with_its_namespace():
+    sources = ["def f(x): return math.__dict__\n", "def f(x):\n    return np.foo + x\n",
+               "def f(x):\n    return x * math . tau\n"]
+    got = assert_agree(sources)
+    assert got == ["error unknown-name 1:18", "error unknown-name 2:12", "error unknown-name 2:16"]
+    for mode in ("serial", "traditional"):
+        messages = [e.message for e in compile_batch(sources, mode=mode).results]
+        assert messages[0].startswith("'math.__dict__' is not defined: math. and np. name only the builtins")
+        assert messages[1].startswith("'np.foo' is not defined") and messages[2].startswith("'math.tau' is not")
+        assert all("has no constant" not in m and "pi, e, inf, nan" in m for m in messages)
+
+
+def test_a_lexical_error_before_any_token_is_not_an_empty_source():
+    """Lexing stops at the first lexical error: no token before it made both compilers report `empty
+    source` at 1:1 instead of the error itself."""
+    sources = ["   $x", "#c\n \x00", "\f" + BOM + "def f(x): return x\n", "  ", "", "# c\n"]
+    got = assert_agree(sources)
+    assert got == ["error syntax 1:4", "error syntax 2:2", "error unsupported 1:2"] + ["error unsupported 1:1"] * 3
+    assert "empty source" in compile_batch(["  "], mode="serial").results[0].message

@@ -58,6 +58,12 @@ def check_source(source: str):
     return src, tokens, structure
 
 
+def unknown_attribute_message(namespace: str, name: str) -> str:
+    """The error for math.NAME or np.NAME where NAME is neither a builtin nor a constant."""
+    return (f"'{namespace}.{name}' is not defined: math. and np. name only the builtins and the constants "
+            f"{', '.join(spec.CONSTANTS)}")
+
+
 class _Walker:
     def __init__(self, src: str, param_names: list[str]):
         self.lines = src.split("\n")
@@ -109,8 +115,10 @@ class _Walker:
             return self.emit("const", imm=spec.CONSTANTS[name])
         if name in spec.BUILTINS:
             return self.error(node, depth, 0, "type", f"'{name}' is a function: call it, e.g. {name}(x)")
-        where = "math/np has no constant" if namespaced else "name"
-        return self.error(node, depth, 0, "unknown-name", f"{where} '{name}' is not defined")
+        if namespaced:  # (the rules admit only math.NAME and np.NAME)
+            return self.error(node, depth, 0, "unknown-name",
+                              unknown_attribute_message(getattr(node.value, "id", "math"), name))
+        return self.error(node, depth, 0, "unknown-name", f"name '{name}' is not defined")
 
     def expr_Name(self, node, depth):
         return self._value(node.id, node, depth, False)

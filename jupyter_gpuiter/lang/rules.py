@@ -86,8 +86,9 @@ def check(tokens: list[Token], source: str, complete: bool = True) -> tuple[Stru
     for i in open_stack if complete else ():
         fail(tokens[i], "syntax", "'(' was never closed")
     # --- the file: one `def` header first, then its body ---
-    if not tokens:
-        errors.append(RuleError(1, 1, P_FILE, "unsupported", "empty source: expected `def name(params):`"))
+    if not tokens:  # (no token before a lexical error is not an empty source: the lexical error stands)
+        if complete:
+            errors.append(RuleError(1, 1, P_FILE, "unsupported", "empty source: expected `def name(params):`"))
         return st, errors
     first_end = lines[0][1]
     if tokens[0].kind != "def":
@@ -119,7 +120,10 @@ def check(tokens: list[Token], source: str, complete: bool = True) -> tuple[Stru
     for n, (a, _) in enumerate(lines):
         t = tokens[a]
         line_start = source.rfind("\n", 0, t.start) + 1
+        # CPython's tokenizer sets the column to 0 at a form feed: a line's indentation is what follows
+        # the last form feed before its first token (`\fdef f(x):` is not indented)
         indent = source[line_start:t.start]
+        indent = indent[indent.rfind("\f") + 1:]
         if line_start >= 2 and source[line_start - 2] == "\\":
             fail(t, "syntax", "a statement cannot start after a backslash continuation", P_INDENT)
         elif n == 0:

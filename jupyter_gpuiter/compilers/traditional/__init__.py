@@ -27,7 +27,7 @@ import torch
 from ...ir import Program, ProgramBatch, gc_paused
 from ...lang import spec
 from ...lang.errors import KIND_BY_CODE, KIND_CODES, CompileError
-from ...lang.lexer import normalize_newlines, number_value
+from ...lang.lexer import bom_message, normalize_newlines, number_value
 from .. import serial
 from . import dfa
 from . import workers as worker_processes
@@ -91,6 +91,9 @@ _NAME_AT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\s*\.\s*([A-Za-z_][A-Za-z0-9_]*
 def message_for(msg_id: int, source: str = "", line: int = 0, col: int = 0) -> str:
     """The message of an error, naming the offending name when the error is about one."""
     if msg_id >= LEX_MSG_BASE and msg_id < MSG_BASE:
+        lines = normalize_newlines(source).split("\n")
+        if 0 < line <= len(lines) and col > 0 and lines[line - 1][col - 1:col] == "\ufeff":  # non-ASCII: a BOM
+            return bom_message(line == col == 1)
         return dfa.LEX_ERRORS[msg_id - LEX_MSG_BASE][1]
     if msg_id < MSG_BASE:
         return RULE_MESSAGES[msg_id][1]
@@ -103,7 +106,8 @@ def message_for(msg_id: int, source: str = "", line: int = 0, col: int = 0) -> s
         return text
     name = m.group(1) or m.group(0)
     if kind == "unknown-name":
-        return f"name '{name}' is not defined"
+        return serial.unknown_attribute_message(m.group(0).split(".")[0].strip(), name) if m.group(1) \
+            else f"name '{name}' is not defined"
     if kind == "unknown-function":
         return f"'{name}' is not a builtin function"
     if kind == "arity" and name in spec.BUILTINS:

@@ -200,7 +200,8 @@ class Tokens:
     ends_continued: torch.Tensor  # [B] bool: the source ends in a backslash continuation (CPython: unexpected EOF)
     data_padded: torch.Tensor  # normalised bytes [B, L + 1] uint8
     lengths: torch.Tensor  # [B] of the normalised sources
-    indent_hash: torch.Tensor  # [B, T] int64 hash of the bytes from the token's line start to the token
+    indent_hash: torch.Tensor  # [B, T] int64 hash of the token's indentation: the bytes [indent_start, start)
+    indent_start: torch.Tensor  # [B, T] int32: after the line start and the last form feed before the token
     # maxima over the chunk, as ints, that bound later passes' loops
     longest_line: int  # tokens on one logical line, its NEWLINE not counted (of programs that may parse)
     most_lines: int  # NEWLINE tokens in one program
@@ -386,6 +387,12 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int, has_cr: bool
     line_at = torch.zeros((B, L), dtype=torch.int16, device=dev)
     torch.bitwise_and((facts[:, :-1] << 15 - _LF_SHIFT) >> 15, pos16[1:], out=line_at[:, 1:])
     line_at = line_at.cummax(1).values
+    # where the indentation of each byte's line starts: CPython's tokenizer sets the column to 0 at a form
+    # feed, so after the line start or the last form feed before it, whichever is later (only line-start
+    # tokens use it, before which there is nothing but spaces, tabs and form feeds)
+    indent_at = torch.zeros((B, L), dtype=torch.int16, device=dev)
+    torch.mul(b[:, :-1] == 12, pos16[1:], out=indent_at[:, 1:])
+    indent_at = torch.maximum(indent_at.cummax(1).values, line_at)
 
     # the fields read are in the low halves of counts' words: read as int32, at 2 * index
     low = counts.view(torch.int32)
@@ -408,7 +415,8 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int, has_cr: bool
     key = (head & take(t["byte_mask"], length.clamp(max=9))) | ((8 - length) >> 31)  # -1 past 8 bytes
     prefix = hash_prefix(b)
     tok_hash = _span_hash(prefix, start64, end64)
-    indent_hash = _span_hash(prefix, tok_line_start.long(), start64)  # (rules compares indentations by it)
+    tok_indent_start = indent_at.gather(1, start64).int()
+    indent_hash = _span_hash(prefix, tok_indent_start.long(), start64)  # (rules compares indentations by it)
     is_kw, kw_delta = _keyword_delta(key)
     kind += kw_delta * (is_kw & (kind == spec.TOK["name"]))
 
@@ -416,7 +424,8 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int, has_cr: bool
     value, slow = _numbers(t, facts, digits, at_end, counts, kind == spec.TOK["number"], NT, start64, end64,
                            hard_literals)
     return Tokens(kind, tok_start, tok_end, tok_line, tok_col, tok_line_start, key, tok_hash, value, slow, prefix_bad,
-                  count, truncated, code, lex_line, lex_col, ends_continued, b, lengths, indent_hash, longest_line,
+                  count, truncated, code, lex_line, lex_col, ends_continued, b, lengths, indent_hash, tok_indent_start,
+                  longest_line,
                   most_lines, deepest, np.minimum(read[5:], T))
 
 

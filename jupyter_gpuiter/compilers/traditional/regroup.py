@@ -15,8 +15,8 @@ import torch
 
 from .lex import Tokens
 
-_TOKEN_FIELDS = ("kind", "start", "end", "line", "col", "line_start", "key", "hash", "indent_hash", "value",
-                 "slow_number", "prefix_bad")
+_TOKEN_FIELDS = ("kind", "start", "end", "line", "col", "line_start", "key", "hash", "indent_hash", "indent_start",
+                 "value", "slow_number", "prefix_bad")
 _ROW_FIELDS = ("count", "truncated", "lex_error", "lex_line", "lex_col", "ends_continued", "lengths")
 
 

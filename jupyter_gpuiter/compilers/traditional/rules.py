@@ -159,7 +159,7 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     line_start_tok = valid & ~is_nl & shift_right(is_nl, True)
     first_end = first_true(is_nl)
     first_end = torch.where(first_end >= 0, first_end, tk.count)
-    empty = tk.count == 0
+    empty = (tk.count == 0) & complete  # (no token before a lexical error: that error stands)
     errors.add_rows(empty, error_key(1, 1, P_FILE, KIND_CODES["unsupported"], MSG[MESSAGES[4][1]]))
     is_def0 = kind[:, 0] == K["def"]
     fail(_at_first(~is_def0, T), MESSAGES[5][1], P_FILE)
@@ -178,9 +178,10 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     fail(in_header & ~is_param & ne(kind8, K[","]), MESSAGES[7][1])
     one_line = (header_colon >= 0) & (header_colon + 1 < first_end)
 
-    # indentation, compared by length and a hash of the bytes between the line start and the first
-    # token (exact.py compares the bytes of the lines taken as matching)
-    indent_len = tk.start - tk.line_start
+    # indentation, compared by length and a hash of the bytes between the line start (or the last form
+    # feed after it: CPython's column 0) and the first token (exact.py compares the bytes of the lines
+    # taken as matching)
+    indent_len = tk.start - tk.indent_start
     indent_hash = tk.indent_hash
     lid = line_id
     body_first = first_true(line_start_tok & eq(lid, 1))
@@ -201,7 +202,7 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     later = compared & mismatch
     fail(later & deeper, "unexpected indent", P_INDENT)
     fail(later & ~deeper, MESSAGES[12][1], P_INDENT)
-    indent_like = (gather(ls, body_first)[:, None] + 1).mul(compared & ~mismatch).sub_(1)
+    indent_like = (gather(tk.indent_start, body_first)[:, None] + 1).mul(compared & ~mismatch).sub_(1)
     n_lines = is_nl.sum(1, dtype=torch.int32)
     fail(_at_first(complete & (n_lines == 1) & ~one_line & is_def0, T), MESSAGES[10][1])
 
@@ -241,27 +242,23 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     fail(eq(kind8, K["def"]) & pos.bool(), MESSAGES[24][1])
     fail(eq(kind8, K["if"]) & line_start_tok, MESSAGES[25][1])
 
-    # Two of CPython's syntax errors that lang/rules.py does not see: in the serial compiler they come
-    # after every lexical and token-rule error and before the tree walk's, and after CPython's syntax
-    # errors in earlier statements, which is the order of parse's errors on the rows parse gets (those
-    # without a lexical or rules error). So rules leaves them to parse, marking one token where st.is_call:
-    # parse classes it as a call's `(`, which can neither start a statement nor end one, so the token is
-    # rejected and the error is at its statement's first line (a docstring holding the token is cleared
-    # for the row, so that it is parsed).
-    # - A form feed ends the first body line's indentation: CPython's tokenizer sets the column to 0 at
-    #   a form feed, so the body is not indented (the body lines' indentations are equal strings, or a
-    #   rule fails): at that line's first token.
-    # - The source ends in a backslash continuation (lex's ends_continued; CPython: unexpected EOF): at
-    #   the last statement's last token that parse keeps (not math.NAME's `.NAME`).
-    ff = ~one_line & (body_first >= 0) & bi_len.bool() & \
-        eq(gather(tk.data_padded, gather(tk.start, body_first) - 1).int(), ord("\f"))
+    # One of CPython's syntax errors that lang/rules.py does not see: a source that ends in a backslash
+    # continuation (lex's ends_continued; CPython: unexpected EOF). In the serial compiler it comes after
+    # every lexical and token-rule error and before the tree walk's, and after CPython's syntax errors in
+    # earlier statements, which is the order of parse's errors on the rows parse gets (those without a
+    # lexical or rules error). So rules leaves it to parse, marking one token where st.is_call: the last
+    # statement's last token that parse keeps (not math.NAME's `.NAME`). Parse classes it as a call's
+    # `(`, which can neither start a statement nor end one, so the token is rejected and the error is at
+    # its statement's first line (a docstring holding the token is cleared for the row, so that it is
+    # parsed). (A form feed that ends a line's indentation needs no such mark: lex measures indentation
+    # from the last form feed, CPython's column 0, as lang/rules.py does.)
     last = tk.count - 2  # the last token before the final NEWLINE
     last = last - 2 * eq(gather(kind, last - 1), K["."]).int()
     eof = complete & tk.ends_continued & (last >= 0)
-    at = torch.stack([torch.where(ff, body_first, T), torch.where(eof, last, T)], 1).long()  # T: none
+    at = torch.where(eof, last, T)[:, None].long()  # T: none
     mark = torch.zeros((kind.shape[0], T + 1), dtype=torch.bool, device=kind.device)
     is_call = is_call | mark.scatter_(1, at, torch.ones_like(at, dtype=torch.bool))[:, :T]
-    docstring = docstring & ~(ff | eof & gather(docstring, last))[:, None]
+    docstring = docstring & ~(eof & gather(docstring, last))[:, None]
 
     return Structure(valid, line_id, depth, enclosing, is_call, header_open, header_close, header_colon, one_line,
                      docstring, errors.key, indent_like)
