@@ -1,34 +1,130 @@
 """A CPU batch shared out to resident worker processes (compilers/traditional/workers.py) compiles to
-exactly what one process gives, and a broken or missing pool never loses a batch."""
+exactly what one process gives, and a broken or missing pool never loses a batch.
 
+The tests never rely on timing: a worker is made busy for as long as a test wants by
+worker_helpers.hold (a gate the test opens), an interrupt is sent once the workers are known to be
+busy, a worker's call is known to be in flight because its results are more than its pipe holds,
+and every process a test starts is killed by its pid when the test ends, whatever happened."""
+
+import contextlib
+import fcntl
+import functools
+import itertools
 import operator
 import os
+import select
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+import uuid
 
 import pytest
 import torch
+import worker_helpers
 from edge_cases import COLLIDING, INVALID, VALID
 
 from jupyter_gpuiter.compilers import traditional
 from jupyter_gpuiter.compilers.traditional import workers
 from jupyter_gpuiter.lang import generate, spec
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+
 
 @pytest.fixture(autouse=True)
-def _no_pool_left(monkeypatch):
+def spawned(monkeypatch):
+    """No pool before or after a test: the worker processes the test spawned are killed by their pids at
+    its end, whatever happened (a test that failed midway may have left a busy one), then the pool is
+    shut down. (Idle workers that exit by themselves: test_workers_never_outlive_their_parent.)"""
+    # (the workers import worker_helpers by name)
+    monkeypatch.setenv("PYTHONPATH", HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
     workers.shutdown()
     monkeypatch.setattr(workers, "_START_FAILED", False)
-    yield
-    workers.shutdown()
+    procs: list[subprocess.Popen] = []
+    real_spawn = workers.WorkerPool._spawn
+
+    def spawn(self, threads):
+        real_spawn(self, threads)
+        procs.append(self._procs[-1])
+
+    monkeypatch.setattr(workers.WorkerPool, "_spawn", spawn)
+    try:
+        yield procs
+    finally:
+        try:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                proc.wait()
+        finally:
+            workers.shutdown()
 
 
+class Gate:
+    """A Unix socket (abstract: no file) where workers running worker_helpers.hold report and wait until
+    the test releases them. Waits on it are bounded by START_TIMEOUT, a liveness bound, not a timing."""
+
+    def __init__(self):
+        self.address = f"\0gpuiter-test-gate-{uuid.uuid4().hex}"
+        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._server.bind(self.address)
+        self._server.listen()
+        self._held: list[socket.socket] = []
+
+    def arrivals(self, n: int) -> list[int]:
+        """Block until n workers have arrived: their pids (socket.timeout past START_TIMEOUT)."""
+        deadline = time.monotonic() + workers.START_TIMEOUT
+        pids = []
+        while len(pids) < n:
+            self._server.settimeout(max(0.001, deadline - time.monotonic()))
+            conn, _ = self._server.accept()
+            self._held.append(conn)
+            conn.settimeout(max(0.001, deadline - time.monotonic()))
+            line = b""
+            while not line.endswith(b"\n"):
+                data = conn.recv(64)
+                if not data:
+                    raise EOFError("a worker left the gate before saying who it is")
+                line += data
+            pids.append(int(line))
+        return pids
+
+    def release(self, word: str = "go") -> None:
+        """Let the workers held go on: hold returns `word` in each."""
+        for conn in self._held:
+            with contextlib.suppress(OSError):
+                conn.sendall(word.encode())
+        self.close()
+
+    def close(self) -> None:
+        """Close the gate: workers held go on (hold returns ""), an arrivals() waiting raises OSError."""
+        for conn in self._held:
+            conn.close()
+        self._held = []
+        with contextlib.suppress(OSError):
+            self._server.shutdown(socket.SHUT_RDWR)  # (wakes an accept() in another thread)
+        self._server.close()
+
+
+@functools.cache
 def _sources():
     sources = generate.generate_batch(700, 41)
     return sources + [m for m, _ in generate.mutate_batch(sources, 42)] + VALID + [s for s, _ in INVALID] + COLLIDING
+
+
+def _edge_sources(seed: int):
+    """A smaller batch with the edge cases in it (hash collisions among them)."""
+    return generate.generate_batch(300, seed) + VALID + [s for s, _ in INVALID] + COLLIDING
+
+
+def _big(seed: int):
+    """A batch just past POOL_MIN_BYTES: by default, shared out to the workers once they have started."""
+    sources = generate.generate_batch(500, seed)
+    ends = itertools.accumulate(len(s.encode()) for s in sources)
+    n = next(k for k, end in enumerate(ends, 1) if end >= traditional.POOL_MIN_BYTES)
+    return sources[:n]
 
 
 def _pooled(batches) -> bool:
@@ -36,6 +132,16 @@ def _pooled(batches) -> bool:
     kinds = {c.imm_token is None and c.literals is not None for _, c in batches}
     assert len(kinds) == 1
     return kinds.pop()
+
+
+def _more_than_the_pipes_hold(monkeypatch, pool, chunk_cells: int) -> None:
+    """Each worker's chunks become more than its pipe holds, with several chunks a worker: a worker
+    cannot have sent them all, let alone finished, before the caller reads on. Chunks of at most
+    chunk_cells cells (in-process as well: only the chunking changes), pipes of one page (the least
+    Linux allows; they are empty between calls)."""
+    monkeypatch.setattr(traditional, "CHUNK_CELLS", chunk_cells)
+    for conn in pool._inbox:
+        fcntl.fcntl(conn.fileno(), fcntl.F_SETPIPE_SZ, os.sysconf("SC_PAGE_SIZE"))
 
 
 def test_workers_compile_exactly_what_one_process_does():
@@ -58,7 +164,7 @@ def test_workers_compile_exactly_what_one_process_does():
 
 
 def test_a_killed_worker_costs_one_call_in_process_and_the_next_starts_a_new_pool():
-    sources = generate.generate_batch(300, 43)
+    sources = generate.generate_batch(100, 43)
     want = traditional.compile_batch(sources, workers=1).canonical()
     pool = workers.pool(2)
     victim = pool._procs[0]
@@ -72,10 +178,9 @@ def test_a_killed_worker_costs_one_call_in_process_and_the_next_starts_a_new_poo
 
 def test_by_default_big_batches_wait_for_no_pool_and_small_ones_need_none(monkeypatch):
     monkeypatch.setenv(workers.ENV, "2")
-    big = generate.generate_batch(1000, 44)
-    assert sum(len(s.encode()) for s in big) >= traditional.POOL_MIN_BYTES
+    big = _big(44)
     small = big[:50]
-    first, _ = traditional.compile_to_batches(big)  # the pool starts meanwhile
+    first, _ = traditional.compile_to_batches(big)  # the pool starts meanwhile (a worker imports torch first)
     assert not _pooled(first)
     assert workers.pool(2).wait()
     later, _ = traditional.compile_to_batches(big)
@@ -115,21 +220,53 @@ def test_workers_have_built_the_compilers_tables_when_they_say_they_are_ready():
     assert pool.map(eval, [(f"__import__('torch').device('cpu') in {lex_tables}",)] * 2) == [True, True]
 
 
-def test_workers_never_outlive_their_parent(tmp_path):
-    script = ("from jupyter_gpuiter.compilers.traditional import workers\n"
+def test_workers_never_outlive_their_parent(spawned):
+    script = ("import sys\n"
+              "from jupyter_gpuiter.compilers.traditional import workers\n"
               "print(*[p.pid for p in workers.pool(2)._procs], flush=True)\n"
-              "import time; time.sleep(600)\n")
-    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+              "sys.stdin.read()\n")  # (until the test kills it, or its end of the pipe closes)
+    parent = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    pids = []
     try:
         pids = [int(p) for p in parent.stdout.readline().split()]
         assert len(pids) == 2 and all(_alive(p) for p in pids)
+        parent.kill()
+        parent.wait()
+        assert _gone(pids, timeout=workers.START_TIMEOUT)  # a liveness bound, not a timing
     finally:
         parent.kill()
         parent.wait()
-    deadline = time.monotonic() + 60  # a liveness bound, not a timing
-    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not any(_alive(p) for p in pids)
+        parent.stdin.close()
+        parent.stdout.close()
+        for pid in pids:  # (not our children: killed by pid only while they are still running)
+            if _alive(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+def _gone(pids, timeout: float) -> bool:
+    """Wait until none of pids (any processes, not only children) runs: True, or False after timeout."""
+    deadline = time.monotonic() + timeout
+    fds = []
+    try:
+        for pid in pids:
+            try:
+                fds.append(os.pidfd_open(pid))  # readable once the process has exited
+            except ProcessLookupError:
+                pass
+        while fds and time.monotonic() < deadline:
+            ready, _, _ = select.select(fds, [], [], max(0.0, deadline - time.monotonic()))
+            for fd in ready:
+                fds.remove(fd)
+                os.close(fd)
+    except (AttributeError, OSError):  # no pidfd_open (an old kernel): look every 0.1 s instead
+        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return not any(_alive(p) for p in pids)
 
 
 def _alive(pid: int) -> bool:
@@ -141,21 +278,42 @@ def _alive(pid: int) -> bool:
 
 
 def test_an_interrupt_while_waiting_ends_the_busy_workers_at_once():
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("a signal's handler runs in the main thread only")
     pool = workers.pool(2)
     procs = list(pool._procs)
-    ctrl_c = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))  # Ctrl-C in a notebook
-    ctrl_c.start()
+    gate = Gate()
+    arrived = []
+
+    def ctrl_c():  # Ctrl-C in a notebook, once both workers are busy with the call
+        try:
+            arrived.extend(gate.arrivals(2))
+        except (OSError, EOFError):  # the call ended without them (the gate closed), or they never came
+            for proc in procs:  # (a call still waiting for them then ends: the test fails, not hangs)
+                if proc.poll() is None:
+                    proc.kill()
+            return
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # (it interrupts the wait)
+
+    # Python raises KeyboardInterrupt for SIGINT only where it found SIGINT's default action at start:
+    # a background job of a non-interactive shell (`make test &`) starts with SIGINT ignored
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    sender = threading.Thread(target=ctrl_c)
     try:
+        sender.start()
         with pytest.raises(KeyboardInterrupt):
-            pool.map(time.sleep, [(300,), (300,)])  # not left to finish their five minutes
+            pool.map(worker_helpers.hold, [(gate.address,)] * 2)  # they would hold until the gate opens
     finally:
-        ctrl_c.cancel()
+        gate.close()
+        sender.join()
+        signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
+    assert sorted(arrived) == sorted(p.pid for p in procs)
     assert pool.broken and all(p.poll() is not None for p in procs)
     assert traditional.compile_to_batches(generate.generate_batch(50, 45), workers=2)[0]  # a new pool
 
 
 def test_calls_from_two_threads_at_once_get_their_own_results():
-    batches = [generate.generate_batch(400, 46 + k) for k in range(2)]
+    batches = [generate.generate_batch(200, 46 + k) for k in range(2)]
     want = [traditional.compile_batch(b, workers=1).canonical() for b in batches]
     workers.pool(2)
     got = [None, None]
@@ -172,7 +330,7 @@ def test_calls_from_two_threads_at_once_get_their_own_results():
 
 
 def test_a_pool_busy_with_another_call_leaves_the_batch_to_the_caller():
-    sources = generate.generate_batch(300, 47)
+    sources = generate.generate_batch(100, 47)
     pool = workers.pool(2)
     with pool._busy:  # another thread's call in flight
         batches, _ = traditional.compile_to_batches(sources, workers=2)
@@ -192,7 +350,7 @@ def test_a_pool_that_cannot_start_leaves_batches_in_process_and_no_descriptors_b
     monkeypatch.setattr(workers.subprocess, "Popen", popen_once)
     monkeypatch.setenv(workers.ENV, "2")
     fds = len(os.listdir("/proc/self/fd"))
-    sources = generate.generate_batch(1000, 48)
+    sources = _big(48)
     batches, _ = traditional.compile_to_batches(sources, workers=2)
     assert not _pooled(batches) and spawned[0].wait(30) is not None  # the one spawned is ended
     assert len(os.listdir("/proc/self/fd")) == fds
@@ -203,13 +361,18 @@ def test_a_pool_that_cannot_start_leaves_batches_in_process_and_no_descriptors_b
 
 def test_a_pool_in_use_is_not_replaced_under_its_caller():
     pool = workers.pool(2)
+    gate = Gate()
     got = []
-    call = threading.Thread(target=lambda: got.append(pool.map(time.sleep, [(2,), (2,)])))
+    call = threading.Thread(target=lambda: got.append(pool.map(worker_helpers.hold, [(gate.address,)] * 2)))
     call.start()
-    time.sleep(0.5)
-    assert workers.pool(3) is None  # another size is asked for while the call is in flight: not now
-    call.join(60)
-    assert got == [[None, None]] and not pool.broken
+    try:
+        assert sorted(gate.arrivals(2)) == sorted(p.pid for p in pool._procs)  # the call is in flight
+        assert workers.pool(3) is None  # another size is asked for while the call is in flight: not now
+        gate.release("done")
+    finally:
+        gate.close()
+        call.join(workers.START_TIMEOUT)  # (a failure: the fixture's kill ends the call)
+    assert got == [["done", "done"]] and not pool.broken
     assert workers.pool(3) is not pool and workers.pool(3).workers == 3
 
 
@@ -243,12 +406,20 @@ def test_default_workers_fit_the_cores_and_half_the_memory_left(monkeypatch):
     assert workers.default_workers() == 2
 
 
-def test_chunks_stream_in_while_the_workers_go_on_and_a_worker_lost_midway_loses_no_row():
-    # (each worker's chunks make ~4 MB, more than its 1 MiB pipe holds: it cannot be done by the time
-    # the first chunk is read)
-    sources = generate.generate_batch(4096, 49)
+#: ("small", always run): a smaller batch in smaller chunks, through pipes of one page;
+#: ("full", a slow sweep): a batch of the default chunks more than the default pipes hold
+SCALES = ["small", pytest.param("full", marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize("scale", SCALES)
+def test_chunks_stream_in_while_the_workers_go_on_and_a_worker_lost_midway_loses_no_row(monkeypatch, scale):
+    # (each worker's chunks are more than its pipe holds, a worker sends several: it cannot be done by
+    # the time the first chunk is read; "full": ~4 MB a worker through 1 MiB pipes)
+    sources = generate.generate_batch(300 if scale == "small" else 4096, 49)
     want = traditional.compile_batch(sources, workers=1).canonical()
     pool = workers.pool(2)
+    if scale == "small":
+        _more_than_the_pipes_hold(monkeypatch, pool, 1 << 15)  # (six chunks a worker, ~50 KB each)
     chunks, _ = traditional.compile_stream(sources, workers=2)
     first = next(chunks)
     assert pool._busy.locked() and _pooled([first])  # the call is still in flight: the chunk came as it was done
@@ -263,10 +434,13 @@ def test_chunks_stream_in_while_the_workers_go_on_and_a_worker_lost_midway_loses
     assert traditional.compile_batch(sources, workers=2).canonical() == want  # (a new pool)
 
 
-def test_compile_batch_with_its_workers_lost_midway_gives_what_one_process_does(monkeypatch):
-    sources = _sources() + generate.generate_batch(3000, 52)  # (more than the pipes hold, as above)
+@pytest.mark.parametrize("scale", SCALES)
+def test_compile_batch_with_its_workers_lost_midway_gives_what_one_process_does(monkeypatch, scale):
+    # (more than the pipes hold, as above; the edge cases among them)
+    sources = _edge_sources(52) if scale == "small" else _sources() + generate.generate_batch(3000, 52)
     alone = traditional.compile_batch(sources, workers=1)
     real = traditional.compile_stream
+    lost = []
 
     def killing_after_the_first_chunk(*args, **kwargs):
         chunks, sizes = real(*args, **kwargs)
@@ -278,12 +452,17 @@ def test_compile_batch_with_its_workers_lost_midway_gives_what_one_process_does(
                     for proc in workers._POOL._procs:
                         os.kill(proc.pid, signal.SIGKILL)
                         proc.wait(30)
+                elif not _pooled([chunk]):
+                    lost.append(chunk)
         return chunks_then_kill(), sizes
 
+    pool = workers.pool(2)
+    if scale == "small":
+        _more_than_the_pipes_hold(monkeypatch, pool, 1 << 16)
     monkeypatch.setattr(traditional, "compile_stream", killing_after_the_first_chunk)
-    workers.pool(2)
     got = traditional.compile_batch(sources, workers=2)
-    assert workers._POOL.broken and not workers._POOL._busy.locked()
+    assert workers._POOL is pool and pool.broken and not pool._busy.locked()
+    assert lost  # rows compiled here after the workers died
     assert got.canonical() == alone.canonical() and got.batch.messages == alone.batch.messages
     for name in ("ops", "args", "lengths", "n_params", "error"):
         assert torch.equal(getattr(got.batch, name), getattr(alone.batch, name)), name
@@ -292,7 +471,7 @@ def test_compile_batch_with_its_workers_lost_midway_gives_what_one_process_does(
 def test_an_interrupt_while_compile_batch_unpacks_a_chunk_ends_the_workers(monkeypatch):
     """compile_batch closes its stream: the pool is not left held by a suspended stream (which Jupyter's
     last traceback would keep alive), and the next batch gets a new pool."""
-    sources = generate.generate_batch(1500, 51)
+    sources = generate.generate_batch(300, 51)
     pool = workers.pool(2)
     procs = list(pool._procs)
 
@@ -311,7 +490,7 @@ def test_an_interrupt_while_compile_batch_unpacks_a_chunk_ends_the_workers(monke
 
 
 def test_a_caller_leaving_a_stream_ends_its_workers():
-    sources = generate.generate_batch(1500, 50)
+    sources = generate.generate_batch(300, 50)
     pool = workers.pool(2)
     procs = list(pool._procs)
     chunks, _ = traditional.compile_stream(sources, workers=2)
@@ -321,10 +500,7 @@ def test_a_caller_leaving_a_stream_ends_its_workers():
     assert _pooled(traditional.compile_to_batches(sources, workers=2)[0])
 
 
-def test_an_error_in_a_streamed_part_comes_after_the_other_parts_and_leaves_the_pool_usable(monkeypatch):
-    monkeypatch.setenv("PYTHONPATH", os.path.dirname(__file__) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    import worker_helpers
-
+def test_an_error_in_a_streamed_part_comes_after_the_other_parts_and_leaves_the_pool_usable():
     pool = workers.pool(2)
     events = []
     with (pytest.raises(RuntimeError, match="failed after 3 items"),

@@ -1,4 +1,8 @@
-"""Module-level generator functions for the worker tests: a worker process imports them by name."""
+"""Module-level functions for the worker tests: a worker process imports them by name (the tests put
+this folder on the workers' PYTHONPATH)."""
+
+import os
+import socket
 
 
 def count_then_fail(n: int, fail: bool):
@@ -7,3 +11,14 @@ def count_then_fail(n: int, fail: bool):
     if fail:
         raise ValueError(f"failed after {n} items")
     return n
+
+
+def hold(address: str) -> str:
+    """Report to the test's gate (a Unix socket at `address`: tests/test_traditional_workers.py's Gate)
+    with this process's pid, then wait there until the test releases it: returns what the test sent,
+    "" if it closed the gate instead. A worker running this is busy for exactly as long as the test
+    wants, without a sleep."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect(address)
+        sock.sendall(f"{os.getpid()}\n".encode())
+        return sock.recv(64).decode()
