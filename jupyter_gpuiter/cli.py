@@ -3,7 +3,40 @@
 from __future__ import annotations
 
 import argparse
+import codecs
 import sys
+from pathlib import Path
+
+
+def _count(minimum: int):
+    """An argparse type: a whole number >= minimum (a bad one is a usage error, not a traceback later)."""
+    def count(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if n < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {n}")
+        return n
+
+    return count
+
+
+def _read_source(path: str) -> str:
+    """A kernel file's text as Python reads a source file: UTF-8, a leading byte-order mark dropped. At most
+    the language's size limit is read (and a few bytes more, to tell a larger file): a huge file or
+    /dev/zero is a too-large error, not a read until memory runs out. Raises OSError, UnicodeDecodeError,
+    or CompileError (too-large)."""
+    from .lang import spec
+    from .lang.errors import CompileError
+
+    limit = spec.MAX_SOURCE_BYTES
+    with open(path, "rb") as f:
+        data = f.read(len(codecs.BOM_UTF8) + limit + 1)
+    data = data.removeprefix(codecs.BOM_UTF8)
+    if len(data) > limit:
+        raise CompileError("too-large", 1, 1, f"the file holds more than {limit:,} bytes; the limit is {limit:,}")
+    return data.decode("utf-8", errors="strict")
 
 
 def _compile(args) -> int:
@@ -11,11 +44,13 @@ def _compile(args) -> int:
     from .lang.errors import CompileError
 
     try:
-        with open(args.file, encoding="utf-8") as f:
-            source = f.read()
+        source = _read_source(args.file)
     except (OSError, UnicodeDecodeError) as e:
         print(f"{args.file}: cannot read: {e}", file=sys.stderr)
         return 2
+    except CompileError as e:
+        print(f"{args.file}:{e.line}:{e.col}: {e.kind}: {e.message}", file=sys.stderr)
+        return 1
     result = compile_batch([source], mode=args.mode)[0]
     if isinstance(result, CompileError):
         result.source = source
@@ -33,8 +68,6 @@ def _compile(args) -> int:
 
 
 def _bench(args) -> int:
-    from pathlib import Path
-
     from .bench import SUITES
 
     suites = SUITES if args.suite == "all" else (args.suite,)
@@ -42,6 +75,32 @@ def _bench(args) -> int:
     if unknown:
         print(f"unknown suite {unknown[0]!r}; available: {', '.join(SUITES)}, all", file=sys.stderr)
         return 2
+    problem = _unusable_out(Path(args.out), suites)
+    if problem:  # found before the benchmarks run, not when their results are written
+        print(f"gpuiter bench: --out {args.out}: {problem}", file=sys.stderr)
+        return 2
+    try:
+        return _run_suites(args, suites)
+    except OSError as e:  # writing a result (a full disk, a path that changed meanwhile)
+        print(f"gpuiter bench: {e}", file=sys.stderr)
+        return 2
+
+
+def _unusable_out(out: Path, suites) -> str | None:
+    """Why the results folder cannot take the suites' JSON files, or None (it is created if missing). A
+    results file that is a symlink is fine: write_json replaces the link, never the file it points to."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        return f"cannot create the results folder: {e}"
+    for suite in suites:
+        p = out / f"{suite}.json"
+        if p.is_dir() and not p.is_symlink():
+            return f"{p} is a folder, where the {suite} results would be written"
+    return None
+
+
+def _run_suites(args, suites) -> int:
     for suite in suites:
         out = str(Path(args.out) / f"{suite}.json")
         if suite == "compile":
@@ -118,18 +177,18 @@ def main(argv: list[str] | None = None) -> int:
     b = sub.add_parser("bench", help="Run benchmark suites; prints ratios measured in one run and writes JSON.")
     b.add_argument("suite", nargs="?", default="all",
                    help="Which suite: compile, vm, loop, verify, neural, peers, or all.")
-    b.add_argument("--n", type=int, default=4096, help="Number of generated programs.")
+    b.add_argument("--n", type=_count(1), default=4096, help="Number of generated programs.")
     b.add_argument("--seed", type=int, default=0, help="Seed of the program generator.")
     b.add_argument("--device", default=None, help="cpu, cuda, or omit to pick CUDA when available.")
-    b.add_argument("--repeats", type=int, default=3, help="Timed repetitions; the median is reported.")
+    b.add_argument("--repeats", type=_count(1), default=3, help="Timed repetitions; the median is reported.")
     b.add_argument("--out", default="bench-results", help="Folder for the JSON results.")
-    b.add_argument("--held-out", type=int, default=1000, help="neural: held-out generated programs.")
-    b.add_argument("--samples", type=int, default=16, help="neural: samples per program for pass@k.")
-    b.add_argument("--iterations", type=int, default=20, help="peers: edits per kernel (each a new constant).")
-    b.add_argument("--tests", type=int, default=None,
+    b.add_argument("--held-out", type=_count(1), default=1000, help="neural: held-out generated programs.")
+    b.add_argument("--samples", type=_count(1), default=16, help="neural: samples per program for pass@k.")
+    b.add_argument("--iterations", type=_count(1), default=20, help="peers: edits per kernel (each a new constant).")
+    b.add_argument("--tests", type=_count(1), default=None,
                    help="peers, loop: test inputs per candidate (default 6,905: failure rate <= 1e-3 at confidence "
                         "99.9%%).")
-    b.add_argument("--candidates", type=int, default=1000, help="loop: candidates per batch.")
+    b.add_argument("--candidates", type=_count(1), default=1000, help="loop: candidates per batch.")
     b.add_argument("--peers", default=None,
                    help="peers: comma-separated subset of gpuiter, gpuiter-serial, gpuiter-hybrid, numba, "
                         "torch-compile, torch-eager, fresh-process, cupy, nvcc (default: all).")

@@ -8,6 +8,7 @@ tab) gets the history by sending `sync`.
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import time
@@ -73,13 +74,27 @@ def history_message() -> dict:
 
 
 def _on_msg(msg) -> None:
-    """A frontend that attached to the open comm asks for what it missed."""
-    data = msg.get("content", {}).get("data") or {}
-    if data.get("type") == "sync" and _comm is not None:
+    """A frontend that attached to the open comm asks for what it missed (`sync`). Anything else, a
+    message that is not a JSON object included, is ignored (logged at debug level): a handler that
+    raised would print a traceback into the notebook."""
+    content = msg.get("content") if isinstance(msg, dict) else None
+    data = content.get("data") if isinstance(content, dict) else None
+    if not isinstance(data, dict) or data.get("type") != "sync":
+        _log_ignored(msg)
+        return
+    if _comm is None:
+        return
+    try:
         from .resident import session
 
         _comm.send(history_message())
         _comm.send(status_message(session()))
+    except Exception:  # a reply that cannot be sent must not print a traceback
+        logging.getLogger(__name__).debug("jupyter_gpuiter comm: could not answer sync", exc_info=True)
+
+
+def _log_ignored(msg) -> None:
+    logging.getLogger(__name__).debug("jupyter_gpuiter comm: ignored a message that is not a sync: %.200r", msg)
 
 
 def _closed(comm) -> None:

@@ -2,12 +2,16 @@
 
 import itertools
 import json
+import os
+import stat
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from jupyter_gpuiter.bench import compile as bench_compile
+from jupyter_gpuiter.bench.common import write_json
 from jupyter_gpuiter.compilers import traditional
 from jupyter_gpuiter.compilers.serial import compile_sources
 from jupyter_gpuiter.compilers.traditional import workers
@@ -68,3 +72,84 @@ def test_cli_writes_json(tmp_path):
     assert r.returncode == 0, r.stderr
     report = json.loads((tmp_path / "compile.json").read_text())
     assert report["suite"] == "compile" and report["valid"] == 16 and report["machine"]["device"] == "cpu"
+
+
+# -- bad arguments and where the results go: clear errors, no traceback, nothing written through a link --
+
+
+@pytest.mark.parametrize("args", [["--n", "0"], ["--repeats", "0"], ["--n", "-3"], ["--n", "many"],
+                                  ["--held-out", "0"], ["--samples", "0"], ["--iterations", "0"], ["--tests", "0"],
+                                  ["--candidates", "0"]])
+def test_bench_counts_below_one_are_usage_errors(args, capsys):
+    from jupyter_gpuiter import cli
+
+    with pytest.raises(SystemExit) as info:
+        cli.main(["bench", "compile", *args])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {args[0]}: " in err and ("must be at least 1" in err or "whole number" in err)
+    assert "Traceback" not in err
+
+
+def test_bench_compile_run_refuses_zero_programs_or_repeats():
+    with pytest.raises(ValueError, match="n .generated programs. must be >= 1"):
+        bench_compile.run(n=0, device="cpu")
+    with pytest.raises(ValueError, match="repeats must be >= 1"):
+        bench_compile.run(n=4, repeats=0, device="cpu")
+
+
+def test_write_json_replaces_a_symlink_instead_of_writing_through_it(tmp_path):
+    victim = tmp_path / "precious.txt"
+    victim.write_text("do not touch\n")
+    out = tmp_path / "results"
+    out.mkdir()
+    (out / "compile.json").symlink_to(victim)
+    p = write_json({"suite": "compile"}, out / "compile.json")
+    assert victim.read_text() == "do not touch\n"
+    assert not p.is_symlink() and json.loads(p.read_text()) == {"suite": "compile"}
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(p.stat().st_mode) == 0o666 & ~umask  # as a plainly created file
+    assert sorted(x.name for x in out.iterdir()) == ["compile.json"]  # no temporary file left
+    write_json({"suite": "compile", "n": 2}, p)  # and over a regular file
+    assert json.loads(p.read_text()) == {"suite": "compile", "n": 2}
+
+
+def test_bench_cli_never_writes_through_a_symlinked_result(tmp_path, monkeypatch, capsys):
+    from jupyter_gpuiter import cli
+
+    def fake_run(n, seed, device, repeats, json_path):  # the suite, without its minutes of timing
+        write_json({"suite": "compile", "n": n}, json_path)
+
+    monkeypatch.setattr(bench_compile, "run", fake_run)
+    victim = tmp_path / "precious.txt"
+    victim.write_text("do not touch\n")
+    out = tmp_path / "results"
+    out.mkdir()
+    (out / "compile.json").symlink_to(victim)
+    assert cli.main(["bench", "compile", "--n", "4", "--out", str(out)]) == 0
+    assert victim.read_text() == "do not touch\n"
+    assert json.loads((out / "compile.json").read_text()) == {"suite": "compile", "n": 4}
+
+
+def test_bench_cli_refuses_an_unusable_results_folder_before_running(tmp_path, monkeypatch, capsys):
+    from jupyter_gpuiter import cli
+
+    ran = []
+    monkeypatch.setattr(bench_compile, "run", lambda **kw: ran.append(kw))
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    assert cli.main(["bench", "compile", "--out", str(a_file)]) == 2
+    assert "cannot create the results folder" in capsys.readouterr().err
+    (tmp_path / "out" / "compile.json").mkdir(parents=True)
+    assert cli.main(["bench", "compile", "--out", str(tmp_path / "out")]) == 2
+    assert "is a folder" in capsys.readouterr().err
+    assert ran == []
+
+    def failing_run(**kw):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(bench_compile, "run", failing_run)
+    assert cli.main(["bench", "compile", "--out", str(tmp_path / "fine")]) == 2
+    err = capsys.readouterr().err
+    assert "No space left on device" in err and "Traceback" not in err

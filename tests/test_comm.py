@@ -68,6 +68,26 @@ def test_sync_replays_the_log_then_the_status(monkeypatch):
     assert len(fake.sent) == 2
 
 
+@pytest.mark.parametrize("msg", [None, "sync", ["sync"], 3, {"content": None}, {"content": "x"},
+                                 {"content": {"data": "sync"}}, {"content": {"data": ["sync"]}},
+                                 {"content": {"data": None}}, {"content": {"data": {"type": ["sync"]}}},
+                                 {"content": {"data": {"type": {"sync": 1}}}}, {}])
+def test_a_malformed_message_is_ignored_without_a_traceback(monkeypatch, msg):
+    fake = _FakeComm()
+    monkeypatch.setattr(comm, "_comm", fake)
+    comm._on_msg(msg)  # raised AttributeError/TypeError (printed as a traceback by the comm) before
+    assert fake.sent == []
+
+
+def test_a_sync_that_cannot_be_answered_raises_nothing(monkeypatch):
+    class Broken(_FakeComm):
+        def send(self, data):
+            raise RuntimeError("the frontend went away")
+
+    monkeypatch.setattr(comm, "_comm", Broken())
+    comm._on_msg({"content": {"data": {"type": "sync", "version": 1}}})
+
+
 def test_close_forgets_only_the_current_comm(monkeypatch):
     old, new = _FakeComm(), _FakeComm()
     monkeypatch.setattr(comm, "_comm", new)
@@ -122,6 +142,14 @@ def test_kernel_opens_the_comm_and_answers_sync(gpuiter_kernel):  # noqa: F811 -
     history, status = (c["data"] for _, c in traffic)
     assert history["type"] == "history" and [v["name"] for v in history["verdicts"]][-2:] == ["f", "g"]
     assert status["type"] == "status"
+
+    # messages that are not a sync (not even a JSON object) get no answer and print nothing
+    for data in (["sync"], "sync", 7, None, {"type": None}):
+        bad = kc.session.msg("comm_msg", {"comm_id": cid, "data": data})
+        kc.shell_channel.send(bad)
+        msgs = _exchange(kc, bad["header"]["msg_id"])
+        assert _comm_traffic(msgs) == [], data
+        assert not [m for m in msgs if m["msg_type"] in ("stream", "error")], (data, msgs)
 
     # closed by the frontend: the next message opens a new comm
     close = kc.session.msg("comm_close", {"comm_id": cid, "data": {}})

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
 import statistics
+import tempfile
 import time
 from pathlib import Path
 
@@ -43,7 +45,22 @@ def alternating(fns: dict, repeats: int, sync=None) -> dict[str, tuple[float, li
 
 
 def write_json(data: dict, path: str | os.PathLike) -> Path:
+    """Write `data` as JSON to `path`, atomically: into a temporary file beside it, then renamed over it. A
+    symlink at `path` is replaced by the file, never written through (a results folder holding a link to
+    another file must not overwrite that file), and a reader never sees half a file."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(data, indent=2) + "\n")
+    text = json.dumps(data, indent=2) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.fchmod(f.fileno(), 0o666 & ~umask)  # as a new file gets (mkstemp's is 0o600)
+            f.write(text)
+        os.replace(tmp, p)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     return p

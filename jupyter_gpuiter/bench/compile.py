@@ -9,10 +9,13 @@ from ..compilers.serial import compile_sources
 from ..compilers.traditional import workers
 from ..lang.generate import generate_batch
 from ..runtime.device import resolve
+from ..verify.confidence import as_count
 from .common import alternating, machine, write_json
 
 
 def run(n: int = 4096, seed: int = 0, device=None, repeats: int = 3, json_path: str | None = None) -> dict:
+    n = as_count("n (generated programs)", n, minimum=1)  # 0 divided by zero at the end of the run
+    repeats = as_count("repeats", repeats, minimum=1)  # 0 left no time to take the median of
     dev = resolve(device)
     sources = generate_batch(n, seed)
     n_bytes = sum(len(s.encode()) for s in sources)
