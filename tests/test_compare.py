@@ -1,6 +1,7 @@
 """On-device comparison: tolerances, nan/inf semantics, error reductions, ULP distance, trivial references."""
 
 import math
+import sys
 
 import pytest
 import torch
@@ -241,6 +242,17 @@ def test_ulp_error_is_measured_in_the_kernel_dtype():
     assert compare(t([NAN, INF, 1.0]), t([1.0, 5.0, 1.0])).max_ulp_err.tolist() == [0.0]
 
 
+def test_compare_counts_to_the_first_failing_tile_like_the_fused_evaluator():
+    want = torch.zeros(5000)
+    got = torch.zeros(3, 5000)
+    got[1, [1500, 1600, 4000]] = 1.0  # failures in tile 1 (and one later)
+    got[2, 4999] = 1.0  # in the last, partial tile
+    c = compare(got, want, tile=1024)
+    assert c.failures.tolist() == [0, 2, 1] and c.evaluated.tolist() == [5000, 2048, 5000]
+    assert c.first_failure.tolist() == [-1, 1500, 4999]
+    assert compare(got, want).failures.tolist() == [0, 3, 1]
+
+
 # --------------------------------------------------------------------------------------------
 # trivial references
 
@@ -275,6 +287,20 @@ def test_ordinary_references_not_flagged():
     h = (1.0 + 1e-2 * torch.linspace(-1, 1, 100)).to(torch.bfloat16)  # within bfloat16's rtol 1.6e-2
     assert "nearly constant" in trivial_reference(h)
     assert trivial_reference(h, dtype="float32") is None
+
+
+@pytest.mark.parametrize("values", [
+    torch.zeros(5000), torch.full((5000,), 3.0), 1000.0 + 1e-4 * torch.linspace(-1, 1, 5000),
+    torch.cat([torch.full((4000,), 2.0), torch.tensor([NAN, INF]), torch.full((994,), 2.0)]),
+    torch.cat([torch.full((4999,), 2.0), torch.tensor([2.5])]), torch.sin(torch.linspace(-5, 5, 5000)),
+    torch.full((5000,), NAN), torch.cat([torch.full((4999,), NAN), torch.tensor([1.0])]),
+    torch.tensor([True, False] * 2500), torch.ones(5000, dtype=torch.bool),
+])
+def test_trivial_reference_in_blocks_says_what_it_says_in_one(values, monkeypatch):
+    """Outputs are read in blocks (bounded temporaries for any count): the verdict is the same."""
+    whole = trivial_reference(values)
+    monkeypatch.setattr(sys.modules["jupyter_gpuiter.verify.compare"], "TRIVIAL_BLOCK", 1000)
+    assert trivial_reference(values) == whole
 
 
 @pytest.mark.gpu

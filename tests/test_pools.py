@@ -1,6 +1,7 @@
 """Input pools: seeded generation on the device, domains, special values, memoisation, exhaustive mode."""
 
 import math
+import sys
 
 import pytest
 import torch
@@ -202,6 +203,25 @@ def test_specials_spread_over_every_chunk():
         flags = torch.tensor([b in sb for b in bits(x[row]).tolist()])
         per_chunk = flags.reshape(100, 1000).sum(dim=1)
         assert int(per_chunk.min()) >= 20 and int(per_chunk.max()) <= 22
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_long_rows_are_drawn_in_blocks_with_the_same_rules(dtype, monkeypatch):
+    """A row longer than SAMPLE_BLOCK is drawn block by block (O(block) work memory): still deterministic,
+    inside its domain, with its edges and specials, and each block drawn afresh from the row's generator."""
+    monkeypatch.setattr(sys.modules["jupyter_gpuiter.verify.pools"], "SAMPLE_BLOCK", 1000)
+    doms = [None, Domain(-5, 5), Domain(1e-3, 1e3, log=True)]
+    a = make_inputs(3, 4500, dtype=dtype, domains=doms, seed=2, device="cpu")
+    assert torch.equal(bits(a), bits(make_inputs(3, 4500, dtype=dtype, domains=doms, seed=2, device="cpu")))
+    assert bool(((a[1] >= -5) & (a[1] <= 5)).all()) and bool(((a[2] >= 1e-3) & (a[2] <= 1e3)).all())
+    assert {-5.0, 5.0} <= set(a[1].double().tolist())
+    assert special_bits(dtype) <= set(bits(a[0]).tolist())
+    for row in range(3):
+        assert not torch.equal(bits(a[row, :1000]), bits(a[row, 1000:2000]))
+    # a row within one block is drawn as before, in one call
+    small = make_inputs(3, 1000, dtype=dtype, domains=doms, seed=2, device="cpu")
+    monkeypatch.setattr(sys.modules["jupyter_gpuiter.verify.pools"], "SAMPLE_BLOCK", 1 << 22)
+    assert torch.equal(bits(small), bits(make_inputs(3, 1000, dtype=dtype, domains=doms, seed=2, device="cpu")))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

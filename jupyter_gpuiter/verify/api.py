@@ -6,17 +6,23 @@ reference's outputs on a pool are computed once, rounded to the kernel dtype and
 `ReferenceOutputs` cache; candidates run through the fused tile evaluator (runtime/fused.py), which
 compares as it goes and stops a candidate at its first failing tile, so only per-candidate scalars
 exist. On a CUDA device the batched torch-op VM and compare.py run instead (a fused GPU kernel is not
-built yet). A counterexample is the first failing input, shrunk on demand (when it is first read)
-toward simple values inside the domain where the reference is defined.
+built yet), over blocks of candidates and chunks of inputs, counting like the fused evaluator (up to each
+candidate's first failing tile). Memory is bounded by the pool: the reference runs on chunks of inputs,
+its rounded outputs take one value per input, and everything else is per chunk. A counterexample is the
+first failing input, shrunk on demand (when it is first read) toward simple values inside the domain
+where the reference is defined.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import inspect
 import math
+import numbers
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 
@@ -34,8 +40,14 @@ from .shrink import shrink
 from .verdict import Counterexample, Verdict
 
 DEFAULT_EPSILON = 1e-3  # tests=None runs enough tests to bound the failure rate by this at 1 - delta
-CHUNK = 1 << 16  # inputs per pass of one candidate (progress is reported per chunk)
+CHUNK = 1 << 16  # inputs per pass of one candidate with a progress bar (progress is reported per chunk)
+BLOCK = 1 << 20  # inputs per fused pass otherwise: bounds the inputs converted to registers at once
 REFERENCE_CHUNK = 1 << 20  # inputs per reference call: bounds the reference's temporaries
+TORCH_ELEMENTS = 1 << 22  # candidate outputs per torch-VM pass (candidates x inputs): bounds compare's temporaries
+FUSED_DEVICES = ("cpu",)  # devices whose inputs go to the fused evaluator; elsewhere the torch-op VM runs
+# every value of the key dtype is one of the value dtypes': what a reference program may run in unchanged
+_HOLDS = {"float64": ("float16", "bfloat16", "float32", "float64"), "float32": ("float16", "bfloat16", "float32"),
+          "float16": ("float16",), "bfloat16": ("bfloat16",)}
 TORCH_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
                 "float64": torch.float64}
 
@@ -79,9 +91,11 @@ def _arity(fn) -> tuple[int, float]:
 
 class Reference:
     """A reference as a function inputs [P, n] (kernel dtype, torch) -> outputs [n] as float64 NumPy, with
-    a key that identifies it in the outputs cache. A Kernel or Program runs in its own dtype (a float64
-    Kernel gives a float64 reference); a Python callable receives NumPy arrays holding exactly the
-    candidate's inputs (float64 for float64 kernels, float32 for bfloat16, the kernel dtype otherwise)."""
+    a key that identifies it in the outputs cache. It sees exactly the candidate's inputs: a Kernel or
+    Program runs in its own dtype (a float64 Kernel gives a float64 reference) when that holds every value
+    of the kernel dtype, else in one that does (float64 for a float64 kernel, float32 otherwise); a Python
+    callable receives NumPy arrays (float64 for float64 kernels, float32 for bfloat16, the kernel dtype
+    otherwise)."""
 
     def __init__(self, reference, n_params: int, dtype: str):
         self.dtype = dtype
@@ -91,7 +105,8 @@ class Reference:
             if prog.n_params != n_params:
                 raise ValueError(f"the reference takes {prog.n_params} parameters but the candidate takes {n_params}")
             self.program = prog
-            self.program_dtype = reference.dtype if isinstance(reference, Kernel) else dtype
+            own = reference.dtype if isinstance(reference, Kernel) else dtype
+            self.program_dtype = own if dtype in _HOLDS[own] else "float64" if dtype == "float64" else "float32"
             self.arrays = fused.ProgramArrays.from_programs([prog])
             self.fn = None
             text = prog.text().encode()
@@ -143,17 +158,24 @@ def _host_inputs(x: torch.Tensor, dtype: str) -> np.ndarray:
 
 
 def _round_to(values: np.ndarray, dtype: str) -> np.ndarray:
-    """float64 values rounded to the kernel dtype (overflow to ±inf, underflow to 0), in register dtype."""
-    if dtype == "bfloat16":
-        return torch.from_numpy(values).to(torch.bfloat16).to(torch.float32).numpy()
+    """float64 values rounded to the kernel dtype (overflow to ±inf, underflow to 0), in register dtype.
+    The 16-bit dtypes round through float32, as the kernel's float32 registers do (and torch's float64 to
+    bfloat16 conversion does)."""
     with np.errstate(over="ignore"):
-        return values.astype(dtype).astype(fused.REGISTER_DTYPE[dtype])
+        if dtype == "bfloat16":
+            return torch.from_numpy(values.astype(np.float32)).to(torch.bfloat16).to(torch.float32).numpy()
+        if dtype == "float16":
+            return values.astype(np.float32).astype(np.float16).astype(np.float32)
+        return values.astype(dtype)
 
 
 class ReferenceOutputs:
     """The reference's outputs per (reference, inputs), rounded to the kernel dtype, with the reason the
-    reference is trivial (or None): computed once, reused by every candidate checked on those inputs.
-    LRU within `max_bytes`; entries hold their reference and inputs, so a key never outlives them."""
+    reference is trivial under the tolerances in use (or None): computed once, reused by every candidate
+    checked on those inputs.
+    LRU within `max_bytes`; an entry holds its reference (so a key never outlives it) and a weak reference
+    to its inputs (so it never keeps a pool the InputPool has let go, and a new tensor at the same
+    address is never mistaken for it)."""
 
     def __init__(self, max_bytes: int = 256 << 20):
         self.max_bytes = max_bytes
@@ -161,25 +183,35 @@ class ReferenceOutputs:
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
-    def get(self, ref: Reference, x: torch.Tensor, dtype: str) -> tuple[np.ndarray, str | None]:
+    def get(self, ref: Reference, x: torch.Tensor, dtype: str, rtol: float | None = None,
+            atol: float | None = None) -> tuple[np.ndarray, str | None]:
+        """(outputs, why trivial or None); tolerances None are the dtype's defaults."""
         key = (ref.key, id(x), dtype)
         with self._lock:
             hit = self._cache.get(key)
-            if hit is not None and hit[2] is x:
+            if hit is not None and hit[2]() is x:
                 self._cache.move_to_end(key)
                 self.hits += 1
-                return hit[0], hit[1]
-        parts = [ref(x[:, lo:lo + REFERENCE_CHUNK]) for lo in range(0, x.shape[1], REFERENCE_CHUNK)]
-        raw = np.concatenate(parts) if len(parts) != 1 else parts[0]
-        want = _round_to(raw, dtype)
-        trivial = trivial_reference(torch.from_numpy(want), dtype=dtype)
-        with self._lock:
-            self.misses += 1
-            if want.nbytes <= self.max_bytes:
-                self._cache[key] = (want, trivial, x, ref.fn or ref.key)
-                while sum(v[0].nbytes for v in self._cache.values()) > self.max_bytes:
-                    self._cache.popitem(last=False)
-        return want, trivial
+                want, trivial = hit[0], hit[1]
+            else:
+                hit = None
+        if hit is None:
+            n = x.shape[1]
+            want = np.empty(n, dtype=fused.REGISTER_DTYPE[dtype])  # the only array of the pool's length made here
+            for lo in range(0, n, REFERENCE_CHUNK):
+                want[lo:lo + REFERENCE_CHUNK] = _round_to(ref(x[:, lo:lo + REFERENCE_CHUNK]), dtype)
+            trivial = {}  # per (rtol, atol)
+            with self._lock:
+                self.misses += 1
+                for k in [k for k, v in self._cache.items() if v[2]() is None]:  # inputs gone: never hit again
+                    del self._cache[k]
+                if want.nbytes <= self.max_bytes:
+                    self._cache[key] = (want, trivial, weakref.ref(x), ref.fn or ref.key)
+                    while sum(v[0].nbytes for v in self._cache.values()) > self.max_bytes:
+                        self._cache.popitem(last=False)
+        if (rtol, atol) not in trivial:
+            trivial[(rtol, atol)] = trivial_reference(torch.from_numpy(want), rtol=rtol, atol=atol, dtype=dtype)
+        return want, trivial[(rtol, atol)]
 
     def clear(self) -> None:
         with self._lock:
@@ -191,15 +223,27 @@ class ReferenceOutputs:
 
 # --- checks on the options --------------------------------------------------------------------------
 
-def _check_options(dtype: str, delta: float, tests, exhaustive: bool, domain) -> None:
+def _check_options(dtype: str, delta: float, tests, exhaustive: bool, seed) -> None:
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-    if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 < delta < 1:
+    if isinstance(delta, bool) or not isinstance(delta, numbers.Real) or not 0 < delta < 1:
         raise ValueError(f"delta must be a number in (0, 1), got {delta!r}")
+    if not isinstance(exhaustive, (bool, np.bool_)):
+        raise ValueError(f"exhaustive must be True or False, got {exhaustive!r}")  # noqa: TRY004 - contract: ValueError
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise ValueError(f"seed must be an integer, got {seed!r}")  # noqa: TRY004 - contract: ValueError
     if tests is not None:
         as_count("tests", tests, minimum=1)
         if exhaustive:
             raise ValueError("exhaustive=True checks every input of the dtype: leave tests unset")
+
+
+def _tolerance(name: str, value, default: float) -> float:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0:
+        raise ValueError(f"{name} must be a non-negative number or None (the dtype's default), got {value!r}")
+    return float(value)
 
 
 def _inputs(pool, n_params: int, names: list[str], dtype: str, tests, delta: float, domain, seed: int,
@@ -216,7 +260,11 @@ def _inputs(pool, n_params: int, names: list[str], dtype: str, tests, delta: flo
             x = x[:, keep]
         return x
     n = as_count("tests", tests, minimum=1) if tests is not None else tests_needed(DEFAULT_EPSILON, delta)
-    return pool.get(n_params, n, dtype, domains, seed)
+    want_bytes = n * np.dtype(fused.REGISTER_DTYPE[dtype]).itemsize
+    if want_bytes > pool.max_bytes:  # the reference's outputs take one register value per input
+        raise ValueError(f"N too large for memory: the reference's {n:,} outputs need {want_bytes:,} bytes, "
+                         f"budget {pool.max_bytes:,} bytes; use fewer tests per pass")
+    return pool.get(n_params, n, dtype, domains, int(seed))
 
 
 # --- verification -------------------------------------------------------------------------------------
@@ -232,7 +280,9 @@ def verify_programs(results: Sequence, reference, pool, *, tests: int | None = N
     `progress(done, total)` is called as inputs are checked (one candidate only); `compiler` names the
     compiler that produced each candidate (shown in its Verdict)."""
     t0 = time.perf_counter()
-    _check_options(dtype, delta, tests, exhaustive, domain)
+    _check_options(dtype, delta, tests, exhaustive, seed)
+    d_rtol, d_atol = default_tolerances(dtype)
+    rtol, atol = _tolerance("rtol", rtol, d_rtol), _tolerance("atol", atol, d_atol)
     k = max(1, len(results))
     results = [r if isinstance(r, CompileError) else _program(r) for r in results]
     ok = [r for r in results if isinstance(r, Program)]
@@ -245,23 +295,18 @@ def verify_programs(results: Sequence, reference, pool, *, tests: int | None = N
         if r.n_params != n_params:
             raise ValueError(f"candidates take different numbers of parameters ({r.n_params} and {n_params})")
     names = ok[0].param_names or [f"x{i}" for i in range(n_params)]
+    domains = _domains(domain, names)
     ref = Reference(reference, n_params, dtype)
     x = _inputs(pool, n_params, names, dtype, tests, d_k, domain, seed, exhaustive)
-    d_rtol, d_atol = default_tolerances(dtype)
-    rtol = d_rtol if rtol is None else float(rtol)
-    atol = d_atol if atol is None else float(atol)
-    if not (rtol >= 0 and atol >= 0):
-        raise ValueError(f"rtol and atol must be non-negative numbers, got rtol={rtol!r}, atol={atol!r}")
-    want, trivial = (outputs if outputs is not None else ReferenceOutputs()).get(ref, x, dtype)
+    want, trivial = (outputs if outputs is not None else ReferenceOutputs()).get(ref, x, dtype, rtol, atol)
     t_setup = time.perf_counter()
-    if x.device.type == "cpu":
+    if x.device.type in FUSED_DEVICES:
         arrays = fused.ProgramArrays.from_batch(batch) if batch is not None else \
             fused.ProgramArrays.from_programs(results)
-        x_reg = fused.as_registers(_host_inputs(x, dtype), dtype)
-        cmp = _compare_fused(arrays, x_reg, want, dtype, rtol, atol, progress)
+        cmp = _compare_fused(arrays, x, want, dtype, rtol, atol, progress)
     else:
         batch = batch if batch is not None else ProgramBatch.from_results(results)
-        cmp = _compare_torch(batch, x, want, dtype, rtol, atol)
+        cmp = _compare_torch(batch, x, want, dtype, rtol, atol, progress)
     t_run = time.perf_counter()
     timings = {"setup": t_setup - t0, "execute_and_compare": t_run - t_setup}
     verdicts = []
@@ -275,8 +320,9 @@ def verify_programs(results: Sequence, reference, pool, *, tests: int | None = N
         cx = None
         if f:
             first = int(cmp.first_failure[j])
-            cx = _LazyCounterexample(r, ref, x[:, first], names, dtype, rtol, atol, float(want[first]),
-                                     _domains(domain, names), exhaustive)
+            point = x[:, first].to("cpu", copy=True)  # a copy: a verdict never holds the pool
+            cx = _LazyCounterexample(r, ref, point, names, dtype, rtol, atol, float(want[first]), domains, exhaustive,
+                                     None if cmp.got is None else float(cmp.got[j]))
         eps = 0.0 if (passed and exhaustive) else epsilon_bound(n, d_k) if passed else 1.0
         verdicts.append(Verdict(passed, int(cmp.evaluated[j]), f, eps, d_k, cx, float(cmp.max_abs_err[j]),
                                 float(cmp.max_rel_err[j]), float(cmp.max_ulp_err[j]),
@@ -290,36 +336,91 @@ def verify_program(candidate, reference, pool, **options) -> Verdict:
     return verify_programs([candidate], reference, pool, **options)[0]
 
 
-def _compare_fused(arrays, x, want, dtype, rtol, atol, progress) -> fused.Comparison:
-    """The fused evaluator over every candidate; one candidate goes chunk by chunk, reporting progress
-    and stopping at its first failing chunk."""
-    n = x.shape[1]
-    if progress is None or len(arrays) != 1 or n <= CHUNK:
-        cmp = fused.compare(arrays, x, want, dtype, rtol, atol)
-        if progress is not None:
-            progress(int(cmp.evaluated.max(initial=0)), n)
+class _Counts:
+    """Per-candidate counts merged over passes, each pass covering the candidates still running (those
+    without a failure yet) over the next inputs: a candidate stops at its first failing pass, as it stops
+    at its first failing tile inside one. `got` (with `track_got`): each candidate's output at its first
+    failure, as the passes computed it (the torch path), else None."""
+
+    def __init__(self, b: int, track_got: bool = False):
+        self.failures, self.evaluated = np.zeros(b, dtype=np.int64), np.zeros(b, dtype=np.int64)
+        self.first_failure = np.full(b, -1, dtype=np.int64)
+        self.max_abs_err, self.max_rel_err, self.max_ulp_err = (np.zeros(b) for _ in range(3))
+        self.got = np.full(b, np.nan) if track_got else None
+
+    def add(self, rows: np.ndarray, part: fused.Comparison, lo: int, got: np.ndarray | None = None) -> np.ndarray:
+        """Merge one pass over inputs lo.. for candidates `rows`; the rows still without a failure."""
+        self.failures[rows] += part.failures
+        self.evaluated[rows] += part.evaluated
+        for name in ("max_abs_err", "max_rel_err", "max_ulp_err"):
+            getattr(self, name)[rows] = np.maximum(getattr(self, name)[rows], getattr(part, name))
+        failed = part.first_failure >= 0
+        self.first_failure[rows[failed]] = part.first_failure[failed] + lo
+        if self.got is not None:
+            self.got[rows[failed]] = got[failed]
+        return rows[~failed]
+
+    def result(self) -> fused.Comparison:
+        cmp = fused.Comparison(self.failures, self.first_failure, self.max_abs_err, self.max_rel_err,
+                               self.max_ulp_err, self.evaluated)
+        cmp.got = self.got
         return cmp
-    parts = []
-    for lo in range(0, n, CHUNK):
-        c = fused.compare(arrays, x[:, lo:lo + CHUNK], want[lo:lo + CHUNK], dtype, rtol, atol)
-        c.first_failure = np.where(c.first_failure >= 0, c.first_failure + lo, -1)
-        parts.append(c)
-        progress(min(n, lo + CHUNK), n)
-        if c.failures[0]:
+
+
+def _compare_fused(arrays, x: torch.Tensor, want, dtype, rtol, atol, progress) -> fused.Comparison:
+    """The fused evaluator over every candidate, BLOCK inputs at a time (CHUNK with a progress bar on one
+    candidate); a candidate stops at its first failing tile, so a block goes to the candidates still
+    running only, and it ends when none is."""
+    n = x.shape[1]
+    step = CHUNK if progress is not None and len(arrays) == 1 else BLOCK  # multiples of fused.TILE
+    counts = _Counts(len(arrays))
+    running = np.arange(len(arrays))
+    for lo in range(0, n, step):
+        xs = fused.as_registers(_host_inputs(x[:, lo:lo + step], dtype), dtype)
+        part = fused.compare(arrays if len(running) == len(arrays) else arrays.select(running), xs,
+                             want[lo:lo + step], dtype, rtol, atol)
+        running = counts.add(running, part, lo)
+        if progress is not None:
+            progress(min(n, lo + step), n)
+        if not len(running):
             break
-    return fused.Comparison(*(np.array([fn(getattr(c, f)[0] for c in parts)]) for f, fn in (
-        ("failures", sum), ("first_failure", lambda v: next((i for i in v if i >= 0), -1)), ("max_abs_err", max),
-        ("max_rel_err", max), ("max_ulp_err", max), ("evaluated", sum))))
+    return counts.result()
 
 
-def _compare_torch(batch: ProgramBatch, x: torch.Tensor, want: np.ndarray, dtype: str, rtol, atol) -> fused.Comparison:
-    """The batched torch-op VM and compare.py (the path for devices without a fused evaluator)."""
-    got = vm.run(batch.to(x.device), x, dtype)
-    cmp = compare(got, torch.from_numpy(want).to(x.device), rtol=rtol, atol=atol, dtype=dtype)
-    fails = cmp.failures.cpu().numpy()
-    return fused.Comparison(fails, cmp.first_failure.cpu().numpy(), cmp.max_abs_err.cpu().numpy(),
-                            cmp.max_rel_err.cpu().numpy(), cmp.max_ulp_err.cpu().numpy(),
-                            np.full(len(fails), x.shape[1]))
+def _rows(batch: ProgramBatch, lo: int, hi: int) -> ProgramBatch:
+    """Candidates lo..hi of a batch (views)."""
+    return dataclasses.replace(batch, ops=batch.ops[lo:hi], args=batch.args[lo:hi], imm=batch.imm[lo:hi],
+                               lengths=batch.lengths[lo:hi], n_params=batch.n_params[lo:hi],
+                               error=batch.error[lo:hi], messages=batch.messages and batch.messages[lo:hi])
+
+
+def _compare_torch(batch: ProgramBatch, x: torch.Tensor, want: np.ndarray, dtype: str, rtol, atol,
+                   progress=None) -> fused.Comparison:
+    """The batched torch-op VM and compare.py (the path for devices without a fused evaluator), over
+    blocks of candidates and chunks of inputs of at most TORCH_ELEMENTS outputs, counting like the fused
+    evaluator: each candidate up to its first failing tile of fused.TILE inputs."""
+    n, b = x.shape[1], len(batch)
+    tile = fused.TILE
+    m = min(n, max(tile, TORCH_ELEMENTS // max(b, 1) // tile * tile))  # inputs per pass, whole tiles
+    rows_per_pass = max(1, TORCH_ELEMENTS // max(m, 1))
+    counts = _Counts(b, track_got=True)
+    want_t = torch.from_numpy(want)
+    for b0 in range(0, b, rows_per_pass):
+        block = _rows(batch, b0, min(b, b0 + rows_per_pass)).to(x.device)
+        sched = vm.schedule(block)
+        running = np.arange(b0, b0 + len(block))
+        for lo in range(0, n, m):
+            got = vm.run(block, x[:, lo:lo + m], dtype, sched=sched)[torch.as_tensor(running - b0, device=x.device)]
+            cmp = compare(got, want_t[lo:lo + m].to(x.device), rtol=rtol, atol=atol, dtype=dtype, tile=tile)
+            part = fused.Comparison(*(t.cpu().numpy() for t in (
+                cmp.failures, cmp.first_failure, cmp.max_abs_err, cmp.max_rel_err, cmp.max_ulp_err, cmp.evaluated)))
+            at = torch.as_tensor(np.maximum(part.first_failure, 0), device=x.device)
+            running = counts.add(running, part, lo, got.gather(1, at[:, None])[:, 0].double().cpu().numpy())
+            if progress is not None and b == 1:
+                progress(min(n, lo + m), n)
+            if not len(running):
+                break
+    return counts.result()
 
 
 # --- counterexamples ------------------------------------------------------------------------------------
@@ -327,8 +428,8 @@ def _compare_torch(batch: ProgramBatch, x: torch.Tensor, want: np.ndarray, dtype
 class _LazyCounterexample:
     """Shrinks when first read (Verdict.counterexample), so a batch pays only for what is looked at."""
 
-    def __init__(self, program, ref, point, names, dtype, rtol, atol, expected, domains, exhaustive):
-        self.args = (program, ref, point, names, dtype, rtol, atol, expected, domains, exhaustive)
+    def __init__(self, program, ref, point, names, dtype, rtol, atol, expected, domains, exhaustive, got):
+        self.args = (program, ref, point, names, dtype, rtol, atol, expected, domains, exhaustive, got)
         self._value: Counterexample | None = None
 
     def resolve(self) -> Counterexample:
@@ -339,7 +440,14 @@ class _LazyCounterexample:
 
 
 def _counterexample(program, ref: Reference, point: torch.Tensor, names, dtype, rtol, atol, expected,
-                    domains, exhaustive) -> Counterexample:
+                    domains, exhaustive, device_got: float | None = None) -> Counterexample:
+    """The failing input `point`, shrunk on the host (the fused evaluator and the reference, compared by
+    compare.py's rule) toward simple values inside the domain, through points that fail there and where
+    the reference is defined: not raising, and not nan unless it was nan at `point` (the candidate gave a
+    number there); from such a point it first looks for a failing one where the reference is not nan. A
+    point found on a device that does not fail on the host (the device's evaluator disagreeing with the
+    host's) moves to one that does when the shrinking finds one, else is reported with the values compared
+    on the device (`device_got`: the candidate's output there, None when the host's evaluator ran)."""
     arrays = fused.ProgramArrays.from_programs([program])
     tdt = TORCH_DTYPES[dtype]
 
@@ -352,22 +460,26 @@ def _counterexample(program, ref: Reference, point: torch.Tensor, names, dtype, 
             return got, None
         return got, want
 
-    def fails(points: list[list[float]]) -> list[bool]:
+    def failing(points: list[list[float]], nan_ok: bool) -> list[bool]:
         got, want = run(points)
         if want is None:
-            return [fails([p])[0] for p in points] if len(points) > 1 else [False]
-        bad = _failing(got, want, rtol, atol)
-        # keep a point only where the reference is defined (not nan), unless it was nan at the start
-        return (bad & (~np.isnan(want) | start_nan)).tolist()
+            return [failing([p], nan_ok)[0] for p in points] if len(points) > 1 else [False]
+        return (_failing(got, want, rtol, atol) & (~np.isnan(want) | nan_ok)).tolist()
 
     start = [float(v) for v in point.to(torch.float64).tolist()]
-    start_nan = bool(np.isnan(expected))
-    if exhaustive:  # a proof's counterexample is one exact value of the dtype: keep it
-        best = start
-    else:
+    best = start
+    if not exhaustive:  # a proof's counterexample is one exact value of the dtype: keep it
         bounds = [(d.low, d.high) if d is not None else (-math.inf, math.inf) for d in domains]
-        best = shrink(start, fails, bounds=bounds, representable=lambda v: _representable(v, tdt))
+
+        def representable(v):
+            return _representable(v, tdt)
+
+        best = shrink(start, lambda p: failing(p, False), bounds=bounds, representable=representable)
+        if best == start and np.isnan(expected):  # no failing point nearby where the reference is defined
+            best = shrink(start, lambda p: failing(p, True), bounds=bounds, representable=representable)
     got, want = run([best])
+    if best == start and device_got is not None and not failing([start], True)[0]:
+        return Counterexample(dict(zip(names, start)), device_got, expected)  # what the device compared
     return Counterexample(dict(zip(names, best)), float(got[0]), float(want[0]) if want is not None else expected)
 
 

@@ -26,6 +26,7 @@ Semantics (DESIGN.md section 7):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -69,7 +70,8 @@ class Comparison:
     """Per-value and per-candidate results of :func:`compare`; every tensor is on the device.
 
     ``ok`` is ``[B, N]`` bool; ``failures`` ``[B]`` int64; ``first_failure`` ``[B]`` int64 (index,
-    or -1 when none); ``max_abs_err``, ``max_rel_err``, ``max_ulp_err`` ``[B]`` float64.
+    or -1 when none); ``max_abs_err``, ``max_rel_err``, ``max_ulp_err`` ``[B]`` float64;
+    ``evaluated`` ``[B]`` int64, the values each row's counts cover (N, unless ``tile`` stopped it).
     """
 
     ok: torch.Tensor
@@ -81,6 +83,7 @@ class Comparison:
     rtol: float
     atol: float
     dtype: torch.dtype  # the kernel dtype (torch.bool for exact comparisons)
+    evaluated: torch.Tensor | None = None
 
     @property
     def passed(self) -> torch.Tensor:
@@ -134,13 +137,18 @@ def _rowmax(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 def compare(got: torch.Tensor, expected: torch.Tensor, *, rtol: float | None = None,
-            atol: float | None = None, dtype=None) -> Comparison:
+            atol: float | None = None, dtype=None, tile: int | None = None) -> Comparison:
     """Compare candidate outputs ``got`` ([B, N] or [N]) with reference outputs ``expected``
     ([N], broadcast over the batch, or [B, N]).
 
     ``dtype`` is the kernel dtype (a torch dtype or name; "bool" for exact comparison); it picks
     the default tolerances and the ULP grid. Default: ``got``'s floating dtype, else
     ``expected``'s. A tolerance left None takes the dtype's default. See the module docstring.
+
+    ``tile``: count each row only up to the end of the tile (``tile`` values, from index 0) that
+    holds its first failure, as an evaluator that stops a candidate at its first failing tile does
+    (runtime/fused.py): ``failures``, the error maxima and ``evaluated`` then cover those values;
+    ``ok`` and ``first_failure`` are unchanged.
     """
     g = _as_batch(got, "got")
     e = _as_batch(expected, "expected")
@@ -182,13 +190,23 @@ def compare(got: torch.Tensor, expected: torch.Tensor, *, rtol: float | None = N
 
     bad = ~ok
     n = ok.shape[1]
-    failures = bad.sum(dim=1)
     if n:
         index = torch.arange(n, device=ok.device).expand_as(ok)
         first = torch.where(bad, index, torch.full_like(index, n)).amin(dim=1)
         first_failure = torch.where(first == n, torch.full_like(first, -1), first)
     else:
+        first = torch.zeros((ok.shape[0],), dtype=torch.int64, device=ok.device)
         first_failure = torch.full((ok.shape[0],), -1, dtype=torch.int64, device=ok.device)
+    if tile is not None and n:
+        if int(tile) < 1:
+            raise ValueError(f"tile must be a positive number of values, got {tile!r}")
+        evaluated = torch.clamp((first // int(tile) + 1) * int(tile), max=n)  # first == n: no failure, all n
+        counted = index < evaluated[:, None]
+        bad = bad & counted
+        finite = finite & counted
+    else:
+        evaluated = torch.full((ok.shape[0],), n, dtype=torch.int64, device=ok.device)
+    failures = bad.sum(dim=1)
 
     max_abs = _rowmax(diff, finite)
     nonzero = finite & (e64 != 0)
@@ -199,9 +217,15 @@ def compare(got: torch.Tensor, expected: torch.Tensor, *, rtol: float | None = N
     else:
         gk, ek = g.to(kd), e.to(kd)
         finite_k = torch.isfinite(gk) & torch.isfinite(ek)
+        if tile is not None and n:
+            finite_k = finite_k & counted
         max_ulp = _rowmax(ulp_distance(gk, ek), finite_k)
     return Comparison(ok, failures, first_failure, max_abs.to(torch.float64), max_rel.to(torch.float64),
-                      max_ulp.to(torch.float64), rtol_, atol_, kd)
+                      max_ulp.to(torch.float64), rtol_, atol_, kd, evaluated)
+
+
+#: values per block of trivial_reference's passes: its temporaries are O(block), whatever the output count
+TRIVIAL_BLOCK = 1 << 20
 
 
 def trivial_reference(expected: torch.Tensor, *, rtol: float | None = None, atol: float | None = None,
@@ -211,17 +235,18 @@ def trivial_reference(expected: torch.Tensor, *, rtol: float | None = None, atol
     Flagged: no outputs; all nan; all nan or infinite; all zero; and (with at least two finite
     values) *nearly constant* — one constant ``c`` (the midpoint of the finite range) is within
     ``atol + rtol * |exp|`` of every finite output, so a candidate returning ``c`` would pass on
-    those values. Tolerances default to the dtype's (bool: exactly constant). Brings a few scalars
-    to the host.
+    those values. Tolerances default to the dtype's (bool: exactly constant). Reads the outputs in
+    blocks of ``TRIVIAL_BLOCK`` (two passes), so its temporaries stay small for any count; brings a
+    few scalars per block to the host.
     """
     e = expected.reshape(-1)
     n = e.numel()
     if n == 0:
         return "the reference produced no outputs"
+    blocks = [e[lo:lo + TRIVIAL_BLOCK] for lo in range(0, n, TRIVIAL_BLOCK)]
     is_bool = e.dtype == torch.bool or (dtype is not None and _kernel_dtype(dtype) is torch.bool)
     if is_bool:
-        eb = e.to(torch.bool) if e.dtype == torch.bool else e != 0
-        count = int(eb.sum())
+        count = sum(int((b.to(torch.bool) if b.dtype == torch.bool else b != 0).sum()) for b in blocks)
         if n >= 2 and count in (0, n):
             return f"the reference output is constant: {count == n} for all {n:,} inputs"
         return None
@@ -230,17 +255,20 @@ def trivial_reference(expected: torch.Tensor, *, rtol: float | None = None, atol
     d_rtol, d_atol = default_tolerances(kd)
     rtol_ = d_rtol if rtol is None else float(rtol)
     atol_ = d_atol if atol is None else float(atol)
-    x = e.to(work)
-    finite = torch.isfinite(x)
-    nan = torch.isnan(x)
-    stats = torch.stack([
-        finite.sum().to(work),
-        nan.sum().to(work),
-        (x == 0).sum().to(work),
-        torch.where(finite, x, torch.full_like(x, float("inf"))).amin(),
-        torch.where(finite, x, torch.full_like(x, float("-inf"))).amax(),
-    ]).tolist()  # one transfer
-    n_finite, n_nan, n_zero, lo, hi = int(stats[0]), int(stats[1]), int(stats[2]), stats[3], stats[4]
+    n_finite = n_nan = n_zero = 0
+    lo, hi = math.inf, -math.inf
+    for b in blocks:
+        x = b.to(work)
+        finite = torch.isfinite(x)
+        stats = torch.stack([
+            finite.sum().to(work),
+            torch.isnan(x).sum().to(work),
+            (x == 0).sum().to(work),
+            torch.where(finite, x, torch.full_like(x, math.inf)).amin(),
+            torch.where(finite, x, torch.full_like(x, -math.inf)).amax(),
+        ]).tolist()  # one transfer per block
+        n_finite, n_nan, n_zero = n_finite + int(stats[0]), n_nan + int(stats[1]), n_zero + int(stats[2])
+        lo, hi = min(lo, stats[3]), max(hi, stats[4])
     if n_nan == n:
         return f"the reference output is nan for all {n:,} inputs"
     if n_finite == 0:
@@ -249,14 +277,16 @@ def trivial_reference(expected: torch.Tensor, *, rtol: float | None = None, atol
         return f"the reference output is zero for all {n:,} inputs"
     if n_finite >= 2:
         c = lo / 2 + hi / 2
-        within = ((x - c).abs() <= atol_ + rtol_ * x.abs()) | ~finite
-        if bool(within.all()):
-            others = n - n_finite
-            extra = f" ({others:,} nan/inf outputs aside)" if others else ""
-            if lo == hi:
-                what = f"the reference output is constant: {lo!r} for all {n_finite:,} finite outputs"
-            else:
-                what = (f"the reference output is nearly constant: every finite output is within "
-                        f"atol={atol_:g} + rtol={rtol_:g}*|expected| of {c!r}")
-            return what + extra
+        for b in blocks:
+            x = b.to(work)
+            if not bool((((x - c).abs() <= atol_ + rtol_ * x.abs()) | ~torch.isfinite(x)).all()):
+                return None
+        others = n - n_finite
+        extra = f" ({others:,} nan/inf outputs aside)" if others else ""
+        if lo == hi:
+            what = f"the reference output is constant: {lo!r} for all {n_finite:,} finite outputs"
+        else:
+            what = (f"the reference output is nearly constant: every finite output is within "
+                    f"atol={atol_:g} + rtol={rtol_:g}*|expected| of {c!r}")
+        return what + extra
     return None

@@ -30,7 +30,8 @@ Choices (see DESIGN.md section 7):
   dtype is a ``ValueError``.
 * **Seeds**: parameter ``i`` uses its own generator seeded from ``(seed, i)``, so each row depends
   only on the seed, its index, its domain, ``n``, the dtype and the device type (CPU and CUDA
-  generators produce different streams).
+  generators produce different streams). A row longer than ``SAMPLE_BLOCK`` values is drawn block by
+  block from its generator, so generating it takes O(block) work memory.
 """
 
 from __future__ import annotations
@@ -314,7 +315,27 @@ def _log_uniform(u: torch.Tensor, a: float, b: float) -> torch.Tensor:
     return torch.exp(la + (lb - la) * u)
 
 
-def _sample_row(n, dt, work, domain, g, device):
+#: values sampled per generator call: a larger row is drawn in blocks of this many, so generating it needs
+#: O(block) work memory whatever its length (smaller rows are one call, as they always were)
+SAMPLE_BLOCK = 1 << 22
+
+
+def _sample_row(n, dt, work, domain, g, device, out=None):
+    """n samples of one parameter in dtype dt (into `out` when given), drawn in blocks of SAMPLE_BLOCK."""
+    if n <= SAMPLE_BLOCK:
+        x = _sample_block(n, dt, work, domain, g, device)
+        if out is None:
+            return x
+        out.copy_(x)
+        return out
+    out = torch.empty(n, dtype=dt, device=device) if out is None else out
+    for lo in range(0, n, SAMPLE_BLOCK):
+        hi = min(n, lo + SAMPLE_BLOCK)
+        out[lo:hi] = _sample_block(hi - lo, dt, work, domain, g, device)
+    return out
+
+
+def _sample_block(n, dt, work, domain, g, device):
     if domain is None:
         u = torch.rand((4, n), generator=g, dtype=work, device=device)
         lo, hi = DEFAULT_UNIFORM
@@ -398,7 +419,7 @@ def make_inputs(
         g = _generator(dev, seed, i)
         if n == 0:
             continue
-        out[i] = _sample_row(n, dt, work, dom, g, dev)
+        _sample_row(n, dt, work, dom, g, dev, out=out[i])
         edges, pool = _insert_values(dt, dom)
         m = min(n, max(n_special, len(edges)))
         if m == 0 or not (edges or pool):
@@ -450,7 +471,7 @@ class InputPool:
     special_share)``; callers must not modify it. A request larger than ``max_bytes`` raises
     ``ValueError`` before allocating; otherwise least-recently-used entries are evicted to make
     room. The budget counts the resident pools, not the transient work buffers of generation
-    (about 16 bytes per value more while one row is sampled).
+    (about 16 bytes per value of a block of at most ``SAMPLE_BLOCK`` values, while it is sampled).
     """
 
     def __init__(self, device=None, max_bytes: int = 1 << 30):
