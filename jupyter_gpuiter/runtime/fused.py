@@ -10,12 +10,16 @@ tile (the verdict needs the first failure, not all of them). One dispatch per in
 interpreter, compiled once by numba (`cache=True` keeps it on disk across processes), never a compile
 per candidate.
 
-Semantics are the torch ops' (torch_ops.py, the reference this is tested against): registers hold the
+Semantics are the language's (reference.py's NumPy ops) and the torch ops' (torch_ops.py, the VM this is
+tested against in tests/test_fused.py, which lists where torch departs from them): registers hold the
 kernel dtype (float32 registers for float16 and bfloat16, rounded to the kernel dtype after every op, as
-torch computes half-precision ops on the CPU), bools are 0/1, nan is truthy, min/max are Python's. No
-fastmath, so nan, inf and signed zeros stay exact. Arithmetic (+ - * / // % and comparisons, sqrt, abs,
-floor, ceil, copysign, min, max, clip) is bit-identical to torch's; transcendental functions come from
-the C library here and from SLEEF in torch, both within about 1 ULP, so they may differ by an ULP.
+NumPy and torch compute half-precision ops on the CPU; a literal is rounded once, from float64), bools are
+0/1, nan is truthy, min/max are Python's. No fastmath, so nan, inf and signed zeros stay exact. Arithmetic
+(+ - * / // % and comparisons, sqrt, abs, floor, ceil, copysign, min, max, clip) is bit-identical to
+NumPy's, and to torch's but where torch is off (its sqrt is not correctly rounded, its float16/bfloat16 //
+rounds every step, its % is nan where a / b overflows); transcendental functions come from the C library
+here and from SLEEF in torch, both within about 1 ULP, so they may differ by an ULP. The sign of a nan an
+op produces is the CPU's (and unspecified by IEEE 754): copysign(x, nan) shows it.
 """
 
 from __future__ import annotations
@@ -133,6 +137,15 @@ def _exec(ops, args, imm, length, x, lo, m, regs, mode):
             continue
         if op == CONST or op == BOOL:
             c = regs.dtype.type(imm[k])
+            if mode and abs(c) < np.inf and c != imm[k]:
+                # a literal rounds once to the kernel dtype (as NumPy's np.float16(v) and the CUDA renderer):
+                # float64 -> float32 rounded to odd, then to nearest even below, never twice to nearest
+                d[0] = c
+                du = d.view(np.uint32)
+                if abs(np.float64(c)) > abs(imm[k]):
+                    du[0] -= np.uint32(1)
+                du[0] |= np.uint32(1)
+                c = d[0]
             for t in range(m):
                 d[t] = c
             if mode:
@@ -607,9 +620,9 @@ def compare(programs: ProgramArrays, x: np.ndarray, want: np.ndarray, dtype: str
     stop = np.where(failing.any(axis=1), failing.argmax(axis=1), lanes - 1)
     used = np.arange(lanes)[None, :] <= (stop[:, None] if stop_early else lanes - 1)
     firsts = np.where(failing, first, np.iinfo(np.int64).max).min(axis=1)
-    return Comparison((fails * used).sum(axis=1), np.where(firsts == np.iinfo(np.int64).max, -1, firsts),
-                      (abs_err * used).max(axis=1), (rel_err * used).max(axis=1), (ulp_err * used).max(axis=1),
-                      (evaluated * used).sum(axis=1))
+    return Comparison(np.where(used, fails, 0).sum(axis=1), np.where(firsts == np.iinfo(np.int64).max, -1, firsts),
+                      np.where(used, abs_err, 0.0).max(axis=1), np.where(used, rel_err, 0.0).max(axis=1),
+                      np.where(used, ulp_err, 0.0).max(axis=1), np.where(used, evaluated, 0).sum(axis=1))
 
 
 def warm_up() -> None:
