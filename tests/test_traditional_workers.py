@@ -4,7 +4,8 @@ exactly what one process gives, and a broken or missing pool never loses a batch
 The tests never rely on timing: a worker is made busy for as long as a test wants by
 worker_helpers.hold (a gate the test opens), an interrupt is sent once the workers are known to be
 busy, a worker's call is known to be in flight because its results are more than its pipe holds,
-and every process a test starts is killed by its pid when the test ends, whatever happened."""
+and every process a test starts is killed by its pid when the test ends, whatever happened (but
+for a healthy idle pool, handed on to the next test and killed when the module's tests end)."""
 
 import contextlib
 import fcntl
@@ -33,14 +34,56 @@ from jupyter_gpuiter.lang import generate, spec
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+_SPAWNED: list[subprocess.Popen] = []  # every worker the module's tests spawned in this process
+_ALTERED: list[workers.WorkerPool] = []  # pools a test changed (their pipes): never handed on
+
+
+def _kill(procs) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+def _reusable(pool) -> bool:
+    """Whether a test may hand `pool` on to the next: two started workers, all running, no call in
+    flight, nothing about it changed (a worker's state is only the compiler's tables)."""
+    return (pool is not None and not pool.broken and pool.pid == os.getpid() and pool.workers == 2
+            and all(pool._ready) and not pool._busy.locked() and all(p.poll() is None for p in pool._procs)
+            and not any(pool is altered for altered in _ALTERED))
+
+
+def _end_pool() -> None:
+    """The resident pool's workers killed by their pids, then the pool shut down."""
+    if workers._POOL is not None:
+        _kill(workers._POOL._procs)
+    workers.shutdown()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _module_workers():
+    """Every worker the module's tests spawned is killed by its pid once the module's tests are done."""
+    try:
+        yield
+    finally:
+        try:
+            _kill(_SPAWNED)
+            _SPAWNED.clear()
+        finally:
+            _end_pool()
+
+
 @pytest.fixture(autouse=True)
 def spawned(monkeypatch):
-    """No pool before or after a test: the worker processes the test spawned are killed by their pids at
-    its end, whatever happened (a test that failed midway may have left a busy one), then the pool is
-    shut down. (Idle workers that exit by themselves: test_workers_never_outlive_their_parent.)"""
+    """The workers this test spawns: each killed by its pid at the test's end, whatever happened (a test
+    that failed midway may have left a busy one), except the two of a healthy idle pool, which the next
+    test may use (starting two workers costs two interpreters importing torch). A pool in any other
+    state is killed before the test and after it. (Idle workers that exit by themselves:
+    test_workers_never_outlive_their_parent.)"""
     # (the workers import worker_helpers by name)
     monkeypatch.setenv("PYTHONPATH", HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    workers.shutdown()
+    if not _reusable(workers._POOL):
+        _end_pool()
     monkeypatch.setattr(workers, "_START_FAILED", False)
     procs: list[subprocess.Popen] = []
     real_spawn = workers.WorkerPool._spawn
@@ -48,18 +91,25 @@ def spawned(monkeypatch):
     def spawn(self, threads):
         real_spawn(self, threads)
         procs.append(self._procs[-1])
+        _SPAWNED.append(self._procs[-1])
 
     monkeypatch.setattr(workers.WorkerPool, "_spawn", spawn)
     try:
         yield procs
     finally:
+        kept = workers._POOL._procs if _reusable(workers._POOL) else []
         try:
-            for proc in procs:
-                if proc.poll() is None:
-                    proc.kill()
-                proc.wait()
+            _kill([p for p in procs if p not in kept])
         finally:
-            workers.shutdown()
+            if not kept:
+                _end_pool()
+            _SPAWNED[:] = [p for p in _SPAWNED if p.poll() is None]
+
+
+@pytest.fixture
+def no_pool():
+    """A test that starts from no pool at all."""
+    _end_pool()
 
 
 class Gate:
@@ -140,6 +190,7 @@ def _more_than_the_pipes_hold(monkeypatch, pool, chunk_cells: int) -> None:
     chunk_cells cells (in-process as well: only the chunking changes), pipes of one page (the least
     Linux allows; they are empty between calls)."""
     monkeypatch.setattr(traditional, "CHUNK_CELLS", chunk_cells)
+    _ALTERED.append(pool)
     for conn in pool._inbox:
         fcntl.fcntl(conn.fileno(), fcntl.F_SETPIPE_SZ, os.sysconf("SC_PAGE_SIZE"))
 
@@ -176,7 +227,7 @@ def test_a_killed_worker_costs_one_call_in_process_and_the_next_starts_a_new_poo
     assert workers.pool(2) is not pool and not workers.pool(2).broken
 
 
-def test_by_default_big_batches_wait_for_no_pool_and_small_ones_need_none(monkeypatch):
+def test_by_default_big_batches_wait_for_no_pool_and_small_ones_need_none(monkeypatch, no_pool):
     monkeypatch.setenv(workers.ENV, "2")
     big = _big(44)
     small = big[:50]
@@ -201,7 +252,7 @@ def test_default_workers_follow_the_environment_then_torch_threads(monkeypatch):
     assert 1 <= workers.default_workers() <= torch.get_num_threads()
 
 
-def test_workers_run_apart_from_the_callers_process_group_and_report_their_errors():
+def test_workers_run_apart_from_the_callers_process_group_and_report_their_errors(no_pool):
     assert workers.running() == 0
     pool = workers.pool(2)
     assert workers.running() == 2  # (what %gpuiter status reports)
@@ -220,7 +271,7 @@ def test_workers_have_built_the_compilers_tables_when_they_say_they_are_ready():
     assert pool.map(eval, [(f"__import__('torch').device('cpu') in {lex_tables}",)] * 2) == [True, True]
 
 
-def test_workers_never_outlive_their_parent(spawned):
+def test_workers_never_outlive_their_parent():
     script = ("import sys\n"
               "from jupyter_gpuiter.compilers.traditional import workers\n"
               "print(*[p.pid for p in workers.pool(2)._procs], flush=True)\n"
@@ -338,7 +389,7 @@ def test_a_pool_busy_with_another_call_leaves_the_batch_to_the_caller():
     assert _pooled(traditional.compile_to_batches(sources, workers=2)[0])
 
 
-def test_a_pool_that_cannot_start_leaves_batches_in_process_and_no_descriptors_behind(monkeypatch):
+def test_a_pool_that_cannot_start_leaves_batches_in_process_and_no_descriptors_behind(monkeypatch, no_pool):
     real_popen, spawned = subprocess.Popen, []
 
     def popen_once(*args, **kwargs):  # the second worker cannot be spawned (say, out of processes)
@@ -385,7 +436,7 @@ def test_a_forked_child_leaves_the_pool_to_its_parent():
     assert pool.map(operator.add, [(1, 2), (3, 4)]) == [3, 7] and not pool.broken
 
 
-def test_default_workers_fit_the_cores_and_half_the_memory_left(monkeypatch):
+def test_default_workers_fit_the_cores_and_half_the_memory_left(monkeypatch, no_pool):  # (none running)
     from jupyter_gpuiter.runtime import host
 
     monkeypatch.delenv(workers.ENV, raising=False)
