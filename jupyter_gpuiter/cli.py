@@ -103,7 +103,11 @@ def _unusable_out(out: Path, suites) -> str | None:
 def _run_suites(args, suites) -> int:
     for suite in suites:
         out = str(Path(args.out) / f"{suite}.json")
-        if suite == "compile":
+        if suite == "compile" and args.crossover:
+            from .bench.crossover import run
+
+            run(device=args.device, repeats=args.repeats, seed=args.seed, json_path=out.replace(".json", "-crossover.json"))
+        elif suite == "compile":
             from .bench.compile import run
 
             run(n=args.n, seed=args.seed, device=args.device, repeats=args.repeats, json_path=out)
@@ -189,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="peers, loop: test inputs per candidate (default 6,905: failure rate <= 1e-3 at confidence "
                         "99.9%%).")
     b.add_argument("--candidates", type=_count(1), default=1000, help="loop: candidates per batch.")
+    b.add_argument("--crossover", action="store_true",
+                   help="compile: find the batch size from which the traditional compiler beats the serial one.")
     b.add_argument("--peers", default=None,
                    help="peers: comma-separated subset of gpuiter, gpuiter-serial, gpuiter-hybrid, numba, "
                         "torch-compile, torch-eager, fresh-process, cupy, nvcc (default: all).")

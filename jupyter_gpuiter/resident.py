@@ -117,8 +117,8 @@ class Session:
         path = getattr(candidate, "mode", None)
         try:
             if isinstance(candidate, str):
-                program, path, _ = self._compiled(candidate, mode, self.device, {})
-                candidate = Kernel(program, candidate, mode, dtype)
+                candidate = self.compile(candidate, mode=mode, dtype=dtype)
+                path = self.history[-1].extra.get("path")
         except CompileError as e:
             return Verdict(False, 0, 0, 1.0, options.get("delta", 1e-3), error=e, dtype=dtype, compiler=path)
         ref = self._reference(reference, mode, dtype)

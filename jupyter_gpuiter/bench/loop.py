@@ -127,7 +127,7 @@ def run(device=None, n_candidates: int = 1000, tests: int | None = None, repeats
     for name, (_, _, passed) in batch.items():
         if list(passed) != correct:
             raise AssertionError(f"bench loop: {name} disagrees with the expected verdicts")
-    edit_sources, edit_correct = candidates(edits * (repeats + 1), "edit")
+    edit_sources, edit_correct = candidates(edits * repeats + 8, "edit")
     edit_iter = iter(zip(edit_sources, edit_correct))
 
     def gpuiter_edit():

@@ -42,7 +42,7 @@ def _hybrid(sources: Sequence[str], device=None, **options) -> BatchResult:
 
 
 #: "auto" on a CPU: the serial compiler below this many sources, the traditional one from there on. Where the
-#: two cross on the 2-core machine: `gpuiter bench compile --crossover` (docs/performance.md).
+#: two cross on the 2-core machine, `gpuiter bench compile --crossover` (docs/performance.md).
 AUTO_CROSSOVER_CPU = 16
 
 

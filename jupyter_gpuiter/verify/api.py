@@ -31,7 +31,7 @@ import torch
 
 from ..ir import Program, ProgramBatch
 from ..lang.errors import CompileError
-from ..runtime import fused, vm
+from ..runtime import fused, fused_cuda, vm
 from ..runtime.kernel import DTYPES, Kernel
 from .compare import compare, default_tolerances, trivial_reference
 from .confidence import as_count, epsilon_bound, per_candidate_delta, tests_needed
@@ -304,6 +304,10 @@ def verify_programs(results: Sequence, reference, pool, *, tests: int | None = N
         arrays = fused.ProgramArrays.from_batch(batch) if batch is not None else \
             fused.ProgramArrays.from_programs(results)
         cmp = _compare_fused(arrays, x, want, dtype, rtol, atol, progress)
+    elif x.device.type == "cuda" and fused_cuda.available() and max(len(r) for r in ok) <= fused_cuda.MAX_REGS:
+        arrays = fused.ProgramArrays.from_batch(batch) if batch is not None else \
+            fused.ProgramArrays.from_programs(results)
+        cmp = fused_cuda.compare(arrays, x, want, dtype, rtol, atol)
     else:
         batch = batch if batch is not None else ProgramBatch.from_results(results)
         cmp = _compare_torch(batch, x, want, dtype, rtol, atol, progress)
