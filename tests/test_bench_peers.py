@@ -7,7 +7,6 @@ import json
 import math
 import shutil
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -95,9 +94,7 @@ def test_each_peer_check_detects_a_wrong_kernel(key, kernel):
 
 
 def test_numba_is_optional(tmp_path, monkeypatch):
-    # importing the suite and the CLI never imports numba
-    code = "import sys; sys.modules['numba'] = None; import jupyter_gpuiter.bench.peers, jupyter_gpuiter.cli"
-    subprocess.run([sys.executable, "-c", code], check=True)
+    # numba is a dependency (the fused evaluator); without it the numba.vectorize peer still says so
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "numba" else real(name, *a))
     report = run(device="cpu", iterations=1, tests=64, kernels=["softplus"], peers=["gpuiter", "numba"],
