@@ -241,13 +241,15 @@ def nvrtc_compile(source: str, arch: str = "compute_80", options: tuple[str, ...
     try:
         opts = [o.encode() for o in (*options, f"--gpu-architecture={arch}", f"--include-path={include}")]
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
-        log = b" " * call(nvrtc.nvrtcGetProgramLogSize(prog))
+        # NVRTC writes into the buffer: a bytearray, never a bytes object (b" " * 1 is CPython's shared
+        # one-byte b" ", and overwriting it made every later read of that byte, e.g. pickled ints of 32, read 0)
+        log = bytearray(call(nvrtc.nvrtcGetProgramLogSize(prog)))
         call(nvrtc.nvrtcGetProgramLog(prog, log))
-        log = log.rstrip(b"\0 ").decode(errors="replace")
+        log = bytes(log).rstrip(b"\0 ").decode(errors="replace")
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             raise NvrtcError(f"NVRTC could not compile {name} for {arch}", log)
-        ptx = b" " * call(nvrtc.nvrtcGetPTXSize(prog))
+        ptx = bytearray(call(nvrtc.nvrtcGetPTXSize(prog)))
         call(nvrtc.nvrtcGetPTX(prog, ptx))
-        return ptx.rstrip(b"\0").decode(), log
+        return bytes(ptx).rstrip(b"\0").decode(), log
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
