@@ -304,7 +304,7 @@ def _run_quickstart(page, server: LabServer, tmp_path: Path):
     rows = _history_rows(page)
     assert [(r["name"], r["verdict"]) for r in rows] == expected, rows
     for i, r in enumerate(rows, 1):
-        assert r["n"] == str(i) and r["mode"] == "traditional", r
+        assert r["n"] == str(i) and r["mode"] == "auto", r
         assert re.fullmatch(r"[\d.]+ (µs|ms|s)", r["time"]), r
     assert re.fullmatch(r"\d\.\de-\d+", rows[0]["eps"]), rows[0]  # ε of a random-test pass
     assert rows[3]["eps"] == "0"  # exhaustive: proved
