@@ -211,18 +211,8 @@ def tokenize(source: str) -> tuple[list[Token], LexError | None]:
         elif ord(c) > 127:
             return err("unsupported", i, f"non-ASCII character {c!r}: names and operators must be ASCII")
         else:
-            m = _OPERATOR_RE.match(src, i)
-            if m is None:
-                return err("syntax", i, f"invalid character {c!r}")
-            op = m.group()
-            if op == ")":
-                if depth == 0:
-                    return err("syntax", i, "unmatched ')'")
-                depth -= 1
-            elif op == "(":
-                depth += 1
-            tok(op if op in spec.TOK else "bad-op", i, i + len(op))
-            i += len(op)
+            # every operator matched as a common token above (a point before a digit is a number's)
+            return err("syntax", i, f"invalid character {c!r}")
     if tokens and tokens[-1].kind != "newline":
         tok("newline", i, i)
     return tokens, None
