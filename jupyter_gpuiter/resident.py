@@ -48,6 +48,7 @@ class Session:
         self.outputs = ReferenceOutputs()
         self.history: list[Iteration] = []
         self._programs: OrderedDict[tuple, tuple[Program, str]] = OrderedDict()
+        self._references: dict[tuple, Kernel] = {}
         self._cache_size = cache_size
 
     @property
@@ -60,6 +61,7 @@ class Session:
         self.pool = InputPool(self.device)
         self.outputs = ReferenceOutputs()
         self._programs.clear()
+        self._references.clear()
 
     def neural_model(self):
         """The neural compiler's model on this Session's device, loaded once and kept resident."""
@@ -108,7 +110,13 @@ class Session:
             return reference
         trusted = mode if mode in compilers.REFERENCE_MODES else compilers.DEFAULT_MODE
         program, _, _ = self._compiled(reference, trusted, self.device, {})
-        return Kernel(program, reference, mode, dtype)
+        key = (id(program), dtype)  # the cached program's identity: one reference Kernel (packed once) each
+        kernel = self._references.get(key)
+        if kernel is None or kernel.program is not program:
+            kernel = self._references[key] = Kernel(program, reference, trusted, dtype)
+            if len(self._references) > 64:
+                self._references.pop(next(iter(self._references)))
+        return kernel
 
     def verify(self, candidate, reference, *, mode: str = "auto", **options) -> Verdict:
         """Compile what is source, then verify on this Session's device-resident inputs."""

@@ -719,3 +719,39 @@ def test_verdicts_match(dtype):
     n_exact, explained_exact = _verdicts(VERDICT_REFS // 2, dtype, seed, exact=True)
     print(dtype, f"transcendental pairs: {explained}/{n} explained by ULP differences; exact pairs: "
                  f"{explained_exact}/{n_exact} explained by torch deviations")
+
+
+def test_tanh_float32_is_correctly_rounded_but_for_one_ulp():
+    """float32 tanh runs through float64 exp: against float64 tanh rounded once, at most 1 ULP apart, and
+    exact where the rounding is clear-cut: ±0 keeps its sign, tiny values and subnormals stay, large ones
+    are ±1, nan and ±inf behave."""
+    rng = np.random.default_rng(3)
+    x = np.concatenate([rng.uniform(-12, 12, 200_000), rng.uniform(-1e-3, 1e-3, 50_000),
+                        np.array([0.0, -0.0, 1e-45, -1e-45, 1e-38, 2.0 ** -12, -(2.0 ** -12), 3e-4, 8.9, 9.1,
+                                  10.0, 10.5, np.inf, -np.inf, np.nan])]).astype(np.float32)
+    program = Program(["param", "tanh", "ret"], [(-1, -1, -1), (0, -1, -1), (1, -1, -1)], [0.0, 0.0, 0.0], 1)
+    got = fused.evaluate(fused.ProgramArrays.from_programs([program]), x[None, :], "float32")[0]
+    want = np.tanh(x.astype(np.float64)).astype(np.float32)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    ulps = np.abs(got[ok].view(np.int32).astype(np.int64) - want[ok].view(np.int32).astype(np.int64))
+    assert ulps.max() <= 1 and (ulps == 0).mean() > 0.999
+    assert np.array_equal(got[-15:-1].view(np.int32), want[-15:-1].view(np.int32))  # the named values, exactly
+
+
+def test_duplicate_programs_run_once_with_the_same_comparison():
+    """ProgramArrays.unique: candidates that compile to the same program run once; the comparison taken back
+    to every candidate equals running each."""
+    sources = ["def f(x, y):\n    return x * y + 0.5\n", "def f(x, y):\n    return x * y + 0.25\n",
+               "def g(a, b):  # renamed\n    return a * b + 0.5\n", "def f(x, y):\n    return x * y + 0.25\n"]
+    arrays = fused.ProgramArrays.from_programs(list(compile_batch(sources, mode="serial")))
+    distinct, copies = arrays.unique()
+    assert len(distinct) == 2 and copies.tolist() == [0, 1, 0, 1]
+    assert fused.ProgramArrays.from_programs(list(compile_batch(sources[:2], mode="serial"))).unique()[1] is None
+    x = np.random.default_rng(0).uniform(-3, 3, (2, 3000)).astype(np.float32)
+    want = (x[0] * x[1] + np.float32(0.5)).astype(np.float32)
+    each = fused.compare(arrays, x, want, "float32", 1e-6, 0.0)
+    once = fused.compare(distinct, x, want, "float32", 1e-6, 0.0).take(copies)
+    for name in ("failures", "first_failure", "max_abs_err", "max_rel_err", "max_ulp_err", "evaluated"):
+        assert np.array_equal(getattr(each, name), getattr(once, name)), name
+    assert each.failures.tolist()[0] == 0 and each.failures.tolist()[1] > 0

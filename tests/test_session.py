@@ -9,6 +9,7 @@ import jupyter_gpuiter as gi
 from jupyter_gpuiter import compilers
 from jupyter_gpuiter.compilers import AUTO_CROSSOVER_CPU, resolve_mode, serial
 from jupyter_gpuiter.lang.generate import generate_batch
+from jupyter_gpuiter.runtime.render import torch_function
 
 SRC = "def f(x, y):\n    return x * y + 1.0\n"
 OPTIONS = {"tests": 2000, "domain": {"x": (-3, 3), "y": (-3, 3)}}
@@ -146,7 +147,7 @@ def test_kernel_calls_on_cpu_arrays_match_the_torch_renderer():
     x = np.linspace(-5, 5, 3001, dtype=np.float32)
     y = np.float32(0.25)
     fused_out = k(x, y)
-    rendered = k._fn(torch.from_numpy(x), torch.tensor(y)).numpy()
+    rendered = torch_function(k.program, k.dtype)(torch.from_numpy(x), torch.tensor(y)).numpy()
     assert fused_out.shape == (3001,) and fused_out.dtype == np.float32
     np.testing.assert_allclose(fused_out, rendered, rtol=2e-7, atol=0)
     assert k(torch.from_numpy(x), y).dtype == torch.float32

@@ -1,7 +1,9 @@
 """`gpuiter bench loop`: the candidate loop of an AI code generator, and one edit, against the obvious baseline.
 
 The batch loop: `candidates` rewrites of a two-argument kernel (three in four correct: the same function with
-a distinct comment and an equivalent spelling; one in four wrong: a constant off by 1%), each checked on the
+a distinct comment and an equivalent spelling; one in four wrong: a constant off by 1%), each a distinct
+program (another constant moves by a few 1e-12 relative, below float32's resolution, so no two candidates
+compile to the same program and none is evaluated once for many), each checked on the
 same `tests` inputs against a float64 NumPy reference with rtol 1e-4 / atol 1e-5. Every round uses fresh
 sources (a salt in the comments), so no compiled-program cache serves a round. Measured side by side, in
 rounds:
@@ -40,7 +42,7 @@ TEMPLATE = """def blend(x, y):
     d = x - y
     s = 1.0 / (1.0 + exp(-d))
     h = where(abs(d) < 1.0, 0.5 * d * d, abs(d) - 0.5)
-    return s * h + {c} * tanh(x * y) - 0.01 * y * y
+    return s * h + {c} * tanh(x * y) - {k} * y * y
 """
 BASE_C = 0.1
 SPELLINGS = ("0.1", "0.10", "1e-1", "0.100")  # equivalent spellings of the correct constant
@@ -61,7 +63,7 @@ def candidates(n: int, salt: str) -> tuple[list[str], list[bool]]:
     for i in range(n):
         good = i % 4 != 3
         c = SPELLINGS[i % len(SPELLINGS)] if good else repr(BASE_C * 1.01)
-        sources.append(TEMPLATE.format(salt=f"{salt}-{i}", c=c))
+        sources.append(TEMPLATE.format(salt=f"{salt}-{i}", c=c, k=repr(0.01 * (1 + (i + 1) * 1e-12))))
         correct.append(good)
     return sources, correct
 

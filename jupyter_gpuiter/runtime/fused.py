@@ -18,7 +18,7 @@ NumPy and torch compute half-precision ops on the CPU; a literal is rounded once
 (+ - * / // % and comparisons, sqrt, abs, floor, ceil, copysign, min, max, clip) is bit-identical to
 NumPy's, and to torch's but where torch is off (its sqrt is not correctly rounded, its float16/bfloat16 //
 rounds every step, its % is nan where a / b overflows); transcendental functions come from the C library
-here and from SLEEF in torch, both within about 1 ULP, so they may differ by an ULP. The sign of a nan an
+here (float32 tanh through float64 exp) and from SLEEF in torch, all within about 1 ULP, so they may differ by an ULP. The sign of a nan an
 op produces is the CPU's (and unspecified by IEEE 754): copysign(x, nan) shows it.
 """
 
@@ -29,6 +29,7 @@ import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -106,6 +107,20 @@ def _mod(a, b):
     if r == 0:
         r = np.copysign(r * 0, b)
     return r
+
+
+@njit(**_JIT)
+def _tanh32(a):
+    """tanh of a float32 through float64 exp (the C library's tanhf costs eight of its exp): the float64
+    quotient is within 1e-12 relative of tanh, so the result is tanh correctly rounded but where rounding
+    twice moves it (at most 1 ULP, as tanhf and SLEEF are)."""
+    v = np.float64(a)
+    if abs(v) < 0.000244140625:  # |v| < 2^-12: tanh(v) rounds to v (±0 and subnormals included)
+        return a
+    if abs(v) > 10.0:  # rounds to ±1
+        return np.float32(np.copysign(1.0, v))
+    e = np.exp(2.0 * v)  # nan stays nan
+    return np.float32((e - 1.0) / (e + 1.0))
 
 
 @njit(**_JIT)
@@ -287,8 +302,12 @@ def _exec(ops, args, imm, length, x, lo, m, regs, mode):
             for t in range(m):
                 d[t] = np.cosh(a[t])
         elif op == TANH:
-            for t in range(m):
-                d[t] = np.tanh(a[t])
+            if regs.itemsize == 4:
+                for t in range(m):
+                    d[t] = _tanh32(a[t])
+            else:
+                for t in range(m):
+                    d[t] = np.tanh(a[t])
         elif op == ERF:
             for t in range(m):
                 d[t] = math.erf(a[t])
@@ -528,6 +547,24 @@ class ProgramArrays:
     def select(self, rows: np.ndarray) -> ProgramArrays:
         return ProgramArrays(self.ops[rows], self.args[rows], self.imm[rows], self.lengths[rows])
 
+    def unique(self) -> tuple[ProgramArrays, np.ndarray | None]:
+        """(the distinct programs, for each program the row of its copy among them), or (self, None) when
+        all are distinct: candidates that differ only in comments, spacing or names compile to the same
+        program, which then runs once. Rows are compared bit for bit (instructions, operands, immediates)."""
+        b = len(self)
+        if b < 2:
+            return self, None
+        rows = np.concatenate([self.ops.reshape(b, -1).view(np.uint8), self.args.reshape(b, -1).view(np.uint8),
+                               self.imm.reshape(b, -1).view(np.uint8), self.lengths.reshape(b, 1).view(np.uint8)],
+                              axis=1)
+        seen: dict[bytes, int] = {}
+        inverse = np.fromiter((seen.setdefault(r.tobytes(), len(seen)) for r in rows), dtype=np.int64, count=b)
+        if len(seen) == b:
+            return self, None
+        first = np.zeros(len(seen), dtype=np.int64)
+        first[inverse[::-1]] = np.arange(b - 1, -1, -1)
+        return self.select(first), inverse
+
 
 @dataclass
 class Comparison:
@@ -540,6 +577,12 @@ class Comparison:
     max_rel_err: np.ndarray
     max_ulp_err: np.ndarray
     evaluated: np.ndarray
+    got: np.ndarray | None = None  # each program's output at its first failure, where the caller tracked it
+
+    def take(self, rows: np.ndarray) -> Comparison:
+        """The comparison of program rows[i] as row i."""
+        values = (getattr(self, f.name) for f in dataclasses.fields(self))
+        return Comparison(*(None if v is None else v[rows] for v in values))
 
 
 def threads() -> int:
@@ -551,14 +594,16 @@ _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
 
 
-#: below this many register-element updates (instructions x inputs) a call runs in the calling thread: waking
-#: the pool's threads costs more than the work (one edit of a 26-instruction kernel on 6,905 inputs is 180k)
+#: below this many register-element updates (instructions x inputs) a call runs in the calling thread alone:
+#: waking the pool's threads costs more than it saves (one edit of a 26-instruction kernel on 6,905 inputs
+#: is 180k updates, 0.14 ms on one core; split over two threads it took 0.28-0.35 ms)
 INLINE_WORK = 1 << 20
 
 
 def _run_items(fn, n_items: int, work: int, *arguments) -> None:
     """fn(*arguments, w0, w1) over work items 0..n_items, split across threads (the jitted functions
-    release the GIL); in the calling thread when there is one item, one CPU or little work."""
+    release the GIL), the calling thread working too; in the calling thread alone when there is one item,
+    one CPU or little work."""
     global _POOL
     t = threads()
     if t == 1 or n_items <= 1 or work < INLINE_WORK:
@@ -566,10 +611,24 @@ def _run_items(fn, n_items: int, work: int, *arguments) -> None:
         return
     with _POOL_LOCK:
         if _POOL is None:
-            _POOL = ThreadPoolExecutor(t, thread_name_prefix="gpuiter-fused")
-    parts = min(n_items, 4 * t)  # more parts than threads: lanes that stop early leave others to balance
+            _POOL = ThreadPoolExecutor(t - 1, thread_name_prefix="gpuiter-fused")
+    # more parts than threads: lanes that stop early leave the others to balance; each thread (the caller
+    # among them) takes the next part until none is left
+    parts = min(n_items, 4 * t)
     bounds = np.linspace(0, n_items, parts + 1).astype(np.int64).tolist()
-    futures = [_POOL.submit(fn, *arguments, lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo]
+    spans = iter([(lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo])
+    lock = threading.Lock()
+
+    def work_through() -> None:
+        while True:
+            with lock:
+                span = next(spans, None)
+            if span is None:
+                return
+            fn(*arguments, *span)
+
+    futures = [_POOL.submit(work_through) for _ in range(min(t, parts) - 1)]
+    work_through()
     for f in futures:
         f.result()
 

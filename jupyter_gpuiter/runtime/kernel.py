@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
@@ -32,8 +33,23 @@ class Kernel:
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
         self.program, self.source, self.mode, self.dtype = program, source, mode, dtype
-        self._fn = torch_function(program, dtype)
-        self._arrays = None  # the program for the fused evaluator, packed on the first CPU call
+        self._fn = None  # the torch function (devices without the fused evaluator), rendered on first use
+        self._arrays = None  # the program for the fused evaluator, packed on first use
+        self._digest = None
+
+    @property
+    def arrays(self) -> fused.ProgramArrays:
+        """The program packed for the fused evaluator (once per Kernel)."""
+        if self._arrays is None:
+            self._arrays = fused.ProgramArrays.from_programs([self.program])
+        return self._arrays
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 of the program's canonical text: what identifies it as a reference (computed once)."""
+        if self._digest is None:
+            self._digest = hashlib.sha256(self.program.text().encode()).hexdigest()
+        return self._digest
 
     @property
     def name(self) -> str:
@@ -67,6 +83,8 @@ class Kernel:
         if dev.type == "cpu":
             out = self._fused(tensors)
         else:
+            if self._fn is None:
+                self._fn = torch_function(self.program, self.dtype)
             out = self._fn(*tensors) if tensors else self._fn()
         if "torch" in kinds:
             return out
@@ -80,8 +98,6 @@ class Kernel:
 
     def _fused(self, tensors: list[torch.Tensor]) -> torch.Tensor:
         """CPU arrays: the fused tile evaluator (an interpreter compiled once, nothing per kernel)."""
-        if self._arrays is None:
-            self._arrays = fused.ProgramArrays.from_programs([self.program])
         tdt = TORCH_DTYPES[self.dtype]
         shape = torch.broadcast_shapes(*[t.shape for t in tensors]) if tensors else torch.Size()
         n = math.prod(shape)
@@ -89,7 +105,7 @@ class Kernel:
         x = np.empty((len(tensors), n), dtype=reg)
         for i, t in enumerate(tensors):
             x[i] = t.to(tdt).to(_TORCH_OF[reg]).expand(shape).reshape(-1).numpy()
-        out = torch.from_numpy(fused.evaluate(self._arrays, x, self.dtype)[0]).reshape(shape)
+        out = torch.from_numpy(fused.evaluate(self.arrays, x, self.dtype)[0]).reshape(shape)
         return out != 0 if self.program.returns_bool() else out.to(tdt)
 
     def _native(self, args):

@@ -15,6 +15,7 @@ where the reference is defined.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import inspect
@@ -73,8 +74,23 @@ def _domains(domain, names: list[str]) -> list[Domain | None]:
     return [as_domain(domain.get(n)) for n in names]
 
 
+_ARITIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def _arity(fn) -> tuple[int, float]:
-    """(required, maximum) positional arguments of a callable; NumPy ufuncs by their `nin`."""
+    """(required, maximum) positional arguments of a callable; NumPy ufuncs by their `nin`. Remembered
+    per function object (inspect.signature costs more than checking a small kernel's edit)."""
+    try:
+        return _ARITIES[fn]
+    except (KeyError, TypeError):
+        pass
+    arity = _signature_arity(fn)
+    with contextlib.suppress(TypeError):  # not weakly referenceable (a bound method, a builtin): not kept
+        _ARITIES[fn] = arity
+    return arity
+
+
+def _signature_arity(fn) -> tuple[int, float]:
     if hasattr(fn, "nin"):
         return fn.nin, fn.nin
     try:
@@ -107,10 +123,13 @@ class Reference:
             self.program = prog
             own = reference.dtype if isinstance(reference, Kernel) else dtype
             self.program_dtype = own if dtype in _HOLDS[own] else "float64" if dtype == "float64" else "float32"
-            self.arrays = fused.ProgramArrays.from_programs([prog])
+            if isinstance(reference, Kernel):
+                self.arrays, digest = reference.arrays, reference.digest
+            else:
+                self.arrays = fused.ProgramArrays.from_programs([prog])
+                digest = hashlib.sha256(prog.text().encode()).hexdigest()
             self.fn = None
-            text = prog.text().encode()
-            self.key = ("program", hashlib.sha256(text).hexdigest(), self.program_dtype)
+            self.key = ("program", digest, self.program_dtype)
             return
         if not callable(reference):
             raise TypeError(f"a reference is source, a Kernel or a callable, not {type(reference).__name__}")
@@ -246,9 +265,8 @@ def _tolerance(name: str, value, default: float) -> float:
     return float(value)
 
 
-def _inputs(pool, n_params: int, names: list[str], dtype: str, tests, delta: float, domain, seed: int,
+def _inputs(pool, n_params: int, domains: list[Domain | None], dtype: str, tests, delta: float, seed: int,
             exhaustive: bool) -> torch.Tensor:
-    domains = _domains(domain, names)
     if exhaustive:
         x = exhaustive_inputs(n_params, dtype).to(pool.device)
         if any(d is not None for d in domains):  # every value of the dtype inside the domain
@@ -284,6 +302,10 @@ def verify_programs(results: Sequence, reference, pool, *, tests: int | None = N
     d_rtol, d_atol = default_tolerances(dtype)
     rtol, atol = _tolerance("rtol", rtol, d_rtol), _tolerance("atol", atol, d_atol)
     k = max(1, len(results))
+    if batch is None and len(results) == 1 and isinstance(results[0], Kernel):  # an edit: packed once per Kernel
+        batch_arrays = results[0].arrays
+    else:
+        batch_arrays = None
     results = [r if isinstance(r, CompileError) else _program(r) for r in results]
     ok = [r for r in results if isinstance(r, Program)]
     d_k = per_candidate_delta(delta, k)
@@ -297,12 +319,12 @@ def verify_programs(results: Sequence, reference, pool, *, tests: int | None = N
     names = ok[0].param_names or [f"x{i}" for i in range(n_params)]
     domains = _domains(domain, names)
     ref = Reference(reference, n_params, dtype)
-    x = _inputs(pool, n_params, names, dtype, tests, d_k, domain, seed, exhaustive)
+    x = _inputs(pool, n_params, domains, dtype, tests, d_k, seed, exhaustive)
     want, trivial = (outputs if outputs is not None else ReferenceOutputs()).get(ref, x, dtype, rtol, atol)
     t_setup = time.perf_counter()
     if x.device.type in FUSED_DEVICES:
-        arrays = fused.ProgramArrays.from_batch(batch) if batch is not None else \
-            fused.ProgramArrays.from_programs(results)
+        arrays = batch_arrays or (fused.ProgramArrays.from_batch(batch) if batch is not None else
+                                  fused.ProgramArrays.from_programs(results))
         cmp = _compare_fused(arrays, x, want, dtype, rtol, atol, progress)
     elif x.device.type == "cuda" and fused_cuda.available() and max(len(r) for r in ok) <= fused_cuda.MAX_REGS:
         arrays = fused.ProgramArrays.from_batch(batch) if batch is not None else \
@@ -365,18 +387,25 @@ class _Counts:
         return rows[~failed]
 
     def result(self) -> fused.Comparison:
-        cmp = fused.Comparison(self.failures, self.first_failure, self.max_abs_err, self.max_rel_err,
-                               self.max_ulp_err, self.evaluated)
-        cmp.got = self.got
-        return cmp
+        return fused.Comparison(self.failures, self.first_failure, self.max_abs_err, self.max_rel_err,
+                                self.max_ulp_err, self.evaluated, self.got)
 
 
 def _compare_fused(arrays, x: torch.Tensor, want, dtype, rtol, atol, progress) -> fused.Comparison:
-    """The fused evaluator over every candidate, BLOCK inputs at a time (CHUNK with a progress bar on one
-    candidate); a candidate stops at its first failing tile, so a block goes to the candidates still
+    """The fused evaluator over every distinct candidate, BLOCK inputs at a time (CHUNK with a progress bar
+    on one candidate); a candidate stops at its first failing tile, so a block goes to the candidates still
     running only, and it ends when none is."""
+    arrays, copies = arrays.unique()  # a program many candidates compiled to runs once
+    if copies is not None:
+        return _compare_fused(arrays, x, want, dtype, rtol, atol, progress).take(copies)
     n = x.shape[1]
     step = CHUNK if progress is not None and len(arrays) == 1 else BLOCK  # multiples of fused.TILE
+    if n <= step:  # one pass: nothing to merge
+        xs = fused.as_registers(_host_inputs(x, dtype), dtype)
+        part = fused.compare(arrays, xs, want, dtype, rtol, atol)
+        if progress is not None:
+            progress(n, n)
+        return part
     counts = _Counts(len(arrays))
     running = np.arange(len(arrays))
     for lo in range(0, n, step):
