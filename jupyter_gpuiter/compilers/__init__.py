@@ -42,8 +42,9 @@ def _hybrid(sources: Sequence[str], device=None, **options) -> BatchResult:
 
 
 #: "auto" on a CPU: the serial compiler below this many sources, the traditional one from there on. Where the
-#: two cross on the 2-core machine, `gpuiter bench compile --crossover` (docs/performance.md).
-AUTO_CROSSOVER_CPU = 16
+#: two cross on the idle 2-core machine (`gpuiter bench compile --crossover`, 2026-12-04: even at 32 sources,
+#: 52.6 ms against 39.5 ms at 64).
+AUTO_CROSSOVER_CPU = 64
 
 
 def resolve_mode(mode: str, n_sources: int, device=None) -> str:

@@ -337,6 +337,8 @@ def verify_programs(results: Sequence, reference, pool, *, tests: int | None = N
     timings = {"setup": t_setup - t0, "execute_and_compare": t_run - t_setup}
     verdicts = []
     n = x.shape[1]
+    bound = epsilon_bound(n, d_k)  # every candidate that passes has the same bound
+    x_host = x.numpy() if x.device.type == "cpu" and x.dtype != torch.bfloat16 else None
     for j, r in enumerate(results):
         if isinstance(r, CompileError):
             verdicts.append(Verdict(False, 0, 0, 1.0, d_k, error=r, dtype=dtype, compiler=compiler[j]))
@@ -346,10 +348,11 @@ def verify_programs(results: Sequence, reference, pool, *, tests: int | None = N
         cx = None
         if f:
             first = int(cmp.first_failure[j])
-            point = x[:, first].to("cpu", copy=True)  # a copy: a verdict never holds the pool
+            # a copy: a verdict never holds the pool
+            point = torch.from_numpy(x_host[:, first].copy()) if x_host is not None else x[:, first].to("cpu", copy=True)
             cx = _LazyCounterexample(r, ref, point, names, dtype, rtol, atol, float(want[first]), domains, exhaustive,
                                      None if cmp.got is None else float(cmp.got[j]))
-        eps = 0.0 if (passed and exhaustive) else epsilon_bound(n, d_k) if passed else 1.0
+        eps = 0.0 if (passed and exhaustive) else bound if passed else 1.0
         verdicts.append(Verdict(passed, int(cmp.evaluated[j]), f, eps, d_k, cx, float(cmp.max_abs_err[j]),
                                 float(cmp.max_rel_err[j]), float(cmp.max_ulp_err[j]),
                                 exhaustive=exhaustive and passed, trivial=trivial, dtype=dtype,
