@@ -28,14 +28,14 @@ def _read_source(path: str) -> str:
     /dev/zero is a too-large error, not a read until memory runs out. Raises OSError, UnicodeDecodeError,
     or CompileError (too-large)."""
     from .lang import spec
-    from .lang.errors import CompileError
+    from .lang.diagnostics import error
 
     limit = spec.MAX_SOURCE_BYTES
     with open(path, "rb") as f:
         data = f.read(len(codecs.BOM_UTF8) + limit + 1)
     data = data.removeprefix(codecs.BOM_UTF8)
     if len(data) > limit:
-        raise CompileError("too-large", 1, 1, f"the file holds more than {limit:,} bytes; the limit is {limit:,}")
+        raise error("file_too_large", 1, 1)
     return data.decode("utf-8", errors="strict")
 
 
@@ -49,15 +49,11 @@ def _compile(args) -> int:
         print(f"{args.file}: cannot read: {e}", file=sys.stderr)
         return 2
     except CompileError as e:
-        print(f"{args.file}:{e.line}:{e.col}: {e.kind}: {e.message}", file=sys.stderr)
+        print(e.format(path=args.file), file=sys.stderr)
         return 1
     result = compile_batch([source], mode=args.mode)[0]
     if isinstance(result, CompileError):
-        result.source = source
-        print(f"{args.file}:{result.line}:{result.col}: {result.kind}: {result.message}", file=sys.stderr)
-        caret = result.caret()
-        if caret:
-            print(caret, file=sys.stderr)
+        print(result.with_source(source).format(path=args.file), file=sys.stderr)
         return 1
     if args.emit == "ir":
         print(result.text())

@@ -49,7 +49,7 @@ def error_message(name: str, mode: str, error, seconds: dict[str, float]) -> dic
     return {
         "type": "verdict", "version": PROTOCOL_VERSION, "name": name, "mode": mode, "passed": False,
         "exhaustive": False, "tests": 0, "failures": 0, "epsilon": None, "delta": None,
-        "sentence": f"{error.kind} at line {error.line}, column {error.col}: {error.message}",
+        "sentence": error.format(caret=False),
         "counterexample": None, "error": _error(error), "seconds": {k: float(v) for k, v in seconds.items()},
         "at": time.time(),
     }

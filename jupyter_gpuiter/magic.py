@@ -115,7 +115,7 @@ class GpuiterMagics(Magics):
         try:
             kernel = sess.compile(cell, mode=args.mode, dtype=args.dtype, **options)
         except CompileError as e:
-            e.source = cell
+            e.with_source(cell)
             comm.send(comm.error_message(args.name or comm.function_name(cell), args.mode, e,
                                          {"compile": time.perf_counter() - t0}))
             self._show_error(e, args.quiet)
@@ -207,7 +207,7 @@ class GpuiterMagics(Magics):
                                                                    speedup=speedup))
 
     def _show_error(self, error: CompileError, quiet: bool):
-        text = f"{error.kind} at line {error.line}, column {error.col}: {error.message}\n{error.caret()}"
+        text = error.format()
         if quiet:
             print(text)
         else:

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 
 from ..ir import Program
 from ..lang import spec
+from ..lang.diagnostics import DIAGNOSTICS, ORDER, error
 from ..lang.errors import CompileError
 from ..lang.lexer import normalize_newlines, tokenize
 from ..lang.rules import check
@@ -44,24 +45,18 @@ def check_source(source: str):
     """Phases A and B: the tokens, the file structure, or the first CompileError."""
     size = len(source.encode("utf-8", errors="surrogatepass"))
     if size > spec.MAX_SOURCE_BYTES:
-        raise CompileError("too-large", 1, 1, f"source is {size:,} bytes; the limit is {spec.MAX_SOURCE_BYTES:,}",
-                           source)
+        raise error("source_too_large", 1, 1, source, size=size)
     src = normalize_newlines(source)
     tokens, lex_error = tokenize(src)
     structure, errors = check(tokens, src, complete=lex_error is None)
-    candidates = [(e.line, e.col, e.priority, e.code, e.kind, e.message) for e in errors]
+    candidates = [(e.line, e.col, e.priority, e.code, e.order, n) for n, e in enumerate(errors)]
     if lex_error:
-        candidates.append((lex_error.line, lex_error.col, -1, 0, lex_error.kind, lex_error.message))
+        candidates.append((lex_error.line, lex_error.col, -1, 0, 0, -1))
     if candidates:
-        line, col, _, _, kind, message = min(candidates)
-        raise CompileError(kind, line, col, message, source)
+        line, col, *_, n = min(candidates)
+        first = errors[n] if n >= 0 else lex_error
+        raise error(first.id, line, col, source, **first.fields)
     return src, tokens, structure
-
-
-def unknown_attribute_message(namespace: str, name: str) -> str:
-    """The error for math.NAME or np.NAME where NAME is neither a builtin nor a constant."""
-    return (f"'{namespace}.{name}' is not defined: math. and np. name only the builtins and the constants "
-            f"{', '.join(spec.CONSTANTS)}")
 
 
 class _Walker:
@@ -70,7 +65,8 @@ class _Walker:
         self.ops: list[str] = []
         self.args: list[tuple[int, int, int]] = []
         self.imms: list[float] = []
-        self.errors: list[tuple] = []
+        self.errors: list[tuple] = []  # (line, col, depth, priority, kind, order, n): n indexes found
+        self.found: list[tuple[str, dict]] = []  # (diagnostic id, fields)
         self.env: dict[str, int] = {}
         for i, name in enumerate(param_names):
             self.emit("param", imm=float(i))
@@ -86,15 +82,18 @@ class _Walker:
         line = self.lines[node.lineno - 1].encode()
         return node.lineno, len(line[: node.col_offset].decode("utf-8", errors="replace")) + 1
 
-    def error(self, node, depth: int, priority: int, kind: str, message: str) -> int:
-        self.errors.append((*self.pos(node), depth, priority, kind, message))
+    def error(self, node, depth: int, priority: int, ident: str, **fields) -> int:
+        """Record diagnostic `ident` at node; the first by (line, col, depth, priority, kind, the
+        diagnostics table's order) is reported."""
+        self.errors.append((*self.pos(node), depth, priority, DIAGNOSTICS[ident].kind, ORDER[ident], len(self.found)))
+        self.found.append((ident, fields))
         return -1
 
     # --- expressions: return the register holding the value ---
     def expr(self, node, depth: int) -> int:
         method = getattr(self, "expr_" + type(node).__name__, None)
         if method is None:
-            return self.error(node, depth, 0, "unsupported", f"{type(node).__name__} is not supported")
+            return self.error(node, depth, 0, "unsupported_expression", construct=type(node).__name__)
         return method(node, depth)
 
     def expr_Constant(self, node, depth):
@@ -106,7 +105,7 @@ class _Walker:
                 return self.emit("const", imm=float(v))
             except OverflowError:
                 return self.emit("const", imm=float("inf"))
-        return self.error(node, depth, 0, "unsupported", f"{type(v).__name__} constants are not supported")
+        return self.error(node, depth, 0, "unsupported_constant", type=type(v).__name__)
 
     def _value(self, name: str, node, depth: int, namespaced: bool) -> int:
         if not namespaced and name in self.env:
@@ -114,11 +113,11 @@ class _Walker:
         if name in spec.CONSTANTS:
             return self.emit("const", imm=spec.CONSTANTS[name])
         if name in spec.BUILTINS:
-            return self.error(node, depth, 0, "type", f"'{name}' is a function: call it, e.g. {name}(x)")
+            return self.error(node, depth, 0, "function_as_value", name=name)
         if namespaced:  # (the rules admit only math.NAME and np.NAME)
-            return self.error(node, depth, 0, "unknown-name",
-                              unknown_attribute_message(getattr(node.value, "id", "math"), name))
-        return self.error(node, depth, 0, "unknown-name", f"name '{name}' is not defined")
+            return self.error(node, depth, 0, "unknown_attribute", namespace=getattr(node.value, "id", "math"),
+                              name=name)
+        return self.error(node, depth, 0, "unknown_name", name=name)
 
     def expr_Name(self, node, depth):
         return self._value(node.id, node, depth, False)
@@ -141,7 +140,7 @@ class _Walker:
 
     def expr_Compare(self, node, depth):
         if len(node.ops) > 1:
-            self.error(node, depth, 0, "unsupported", "chained comparisons are not supported: use `and`")
+            self.error(node, depth, 0, "chained_comparison")
         a = self.expr(node.left, depth + 1)
         return self.emit(_CMPOPS[type(node.ops[0])], a, self.expr(node.comparators[0], depth + 1))
 
@@ -151,7 +150,7 @@ class _Walker:
         return self.emit("select", cond, then, self.expr(node.orelse, depth + 1))
 
     def expr_Tuple(self, node, depth):
-        return self.error(node, depth, 0, "unsupported", "tuples are not supported")
+        return self.error(node, depth, 0, "tuple")
 
     def expr_Call(self, node, depth):
         f = node.func
@@ -159,16 +158,15 @@ class _Walker:
         namespaced = not isinstance(f, ast.Name)
         args = [self.expr(a, depth + 1) for a in node.args]
         if not namespaced and name in self.env:
-            return self.error(node, depth, 0, "type", f"'{name}' is a variable here, not a function")
+            return self.error(node, depth, 0, "variable_called", name=name)
         if name in spec.CONSTANTS:
-            return self.error(node, depth, 0, "type", f"'{name}' is a constant, not a function")
+            return self.error(node, depth, 0, "constant_called", name=name)
         builtin = spec.BUILTINS.get(name)
         if builtin is None:
-            return self.error(node, depth, 0, "unknown-function", f"'{name}' is not a builtin function")
+            return self.error(node, depth, 0, "unknown_function", name=name)
         lo, hi = builtin.arity
         if not lo <= len(args) <= hi:
-            want = str(lo) if lo == hi else f"{lo} to {hi}"
-            return self.error(node, depth, 0, "arity", f"{name}() takes {want} arguments, got {len(args)}")
+            return self.error(node, depth, 0, "arity", **arity_fields(name, len(args)))
         if lo != hi:  # variadic min/max: fold left after the arguments
             acc = args[0]
             for a in args[1:]:
@@ -182,41 +180,41 @@ class _Walker:
         ret = -1
         for s in stmts:
             if ret >= 0:
-                self.error(s, 0, _STMT_AFTER_RETURN, "unsupported", "code after return is never run")
+                self.error(s, 0, _STMT_AFTER_RETURN, "code_after_return")
             if isinstance(s, ast.Assign):
                 if len(s.targets) > 1:
-                    self.error(s, 0, _STMT, "unsupported", "chained assignment: assign one name at a time")
+                    self.error(s, 0, _STMT, "chained_assignment")
                 value = self.expr(s.value, 1)
                 for t in s.targets:
                     if isinstance(t, ast.Name):
                         self.env[t.id] = value
                     else:
-                        self.error(t, 0, _STMT, "unsupported", "can only assign to a plain name")
+                        self.error(t, 0, _STMT, "assignment_target")
             elif isinstance(s, ast.AugAssign):
                 if not isinstance(s.target, ast.Name):
-                    self.error(s.target, 0, _STMT, "unsupported", "can only assign to a plain name")
+                    self.error(s.target, 0, _STMT, "assignment_target")
                     self.expr(s.value, 1)
                     continue
                 old = self.env.get(s.target.id, -1)
                 if old < 0:
-                    self.error(s.target, 1, 0, "unknown-name", f"name '{s.target.id}' is not defined before +=")
+                    self.error(s.target, 1, 0, "unknown_name_augmented", name=s.target.id)
                 value = self.expr(s.value, 1)
                 self.env[s.target.id] = self.emit(_BINOPS[type(s.op)], old, value)
             elif isinstance(s, ast.Return):
                 if s.value is None:
-                    self.error(s, 0, _STMT, "unsupported", "return needs a value")
+                    self.error(s, 0, _STMT, "return_without_value")
                 elif ret < 0:
                     ret = self.expr(s.value, 1)
                 else:
                     self.expr(s.value, 1)
             elif isinstance(s, ast.Expr):
-                self.error(s, 0, _STMT, "unsupported", "an expression on its own has no effect: assign or return it")
+                self.error(s, 0, _STMT, "expression_statement")
                 self.expr(s.value, 1)
             else:
-                self.error(s, 0, _STMT, "unsupported", f"{type(s).__name__} statements are not supported")
+                self.error(s, 0, _STMT, "unsupported_statement", construct=type(s).__name__)
         last = fn.body[-1]
         if not isinstance(last, ast.Return):
-            self.error(last, 0, _NO_RETURN, "unsupported", "the function must end with `return <expr>`")
+            self.error(last, 0, _NO_RETURN, "missing_return")
         return ret
 
 
@@ -242,6 +240,24 @@ def _encodable(src: str) -> str:
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def arity_fields(name: str, got: int) -> dict:
+    """The fields of an `arity` error: builtin `name` called with `got` arguments."""
+    lo, hi = spec.BUILTINS[name].arity
+    return {"name": name, "expected": str(lo) if lo == hi else f"{lo} to {hi}", "got": got}
+
+
+def parser_message(source: str) -> str:
+    """CPython's message for a source that passed the token rules but not its parser (phase C), as
+    compile_source reports it (the traditional compiler states its own syntax errors with it)."""
+    try:
+        ast.parse(_encodable(normalize_newlines(source)))
+    except SyntaxError as e:
+        return e.msg
+    except (RecursionError, MemoryError):
+        pass
+    return "invalid syntax"
+
+
 def compile_source(source: str) -> Program:
     """Compile one kernel-language function to a Program, or raise CompileError."""
     src, tokens, structure = check_source(source)
@@ -257,9 +273,9 @@ def compile_source(source: str) -> Program:
             starts.append(body.line)
         start = max([s for s in starts if s <= line] or [1])
         col = (e.offset or 1) if start == line else 1
-        raise CompileError("syntax", start, col, e.msg, source) from None
+        raise error("python_syntax", start, col, source, message=e.msg) from None
     except (RecursionError, MemoryError):
-        raise CompileError("too-large", 1, 1, "program is nested too deeply", source) from None
+        raise error("nested_too_deeply", 1, 1, source) from None
     fn = tree.body[0]
     assert isinstance(fn, ast.FunctionDef) and len(tree.body) == 1, "the token rules admit one def only"
     names = [a.arg for a in fn.args.args]
@@ -268,11 +284,12 @@ def compile_source(source: str) -> Program:
         seen: set[str] = set()
         for a in fn.args.args:
             if a.arg in seen:
-                w.error(a, 0, 0, "syntax", f"duplicate parameter '{a.arg}'")
+                w.error(a, 0, 0, "duplicate_parameter", name=a.arg)
             seen.add(a.arg)
         ret = w.body(fn, structure.docstring_line >= 0)
     if w.errors:
-        line, col, _, _, kind, message = min(w.errors)
-        raise CompileError(kind, line, col, message, source)
+        line, col, *_, n = min(w.errors)
+        ident, fields = w.found[n]
+        raise error(ident, line, col, source, **fields)
     w.emit("ret", ret)
     return Program(w.ops, w.args, w.imms, len(names), names, fn.name)

@@ -8,9 +8,10 @@ non-ASCII outside comments and strings, unmatched `)`): what follows an error is
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from . import spec
+from .diagnostics import DIAGNOSTICS, message
 
 _DIGITS = r"[0-9](?:_?[0-9])*"
 _POINT_FLOAT = rf"(?:(?:{_DIGITS})?\.{_DIGITS}|{_DIGITS}\.)"
@@ -29,11 +30,11 @@ _WHITESPACE = " \t\f"
 _CONTROL_CHARS = frozenset(chr(i) for i in [*range(32), 127]) - set("\t\n\f")
 _CONTROL_RE = re.compile("[" + re.escape("".join(sorted(_CONTROL_CHARS))) + "]")
 # the operators longest first: the first alternative that matches is the longest (maximal munch)
-_OPERATOR_RE = re.compile("|".join(re.escape(o) for o in spec.OPERATORS))
+OPERATOR_RE = re.compile("|".join(re.escape(o) for o in spec.OPERATORS))
 # the common tokens in one match (blanks, a whole name not opening a string, an operator that is not a
 # number's point); anything else takes the character-by-character branches, which define the tokens
 _COMMON_RE = re.compile(r"(?P<blank>[ \t\f]+)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?![A-Za-z0-9_'\"])"
-                        r"|(?!\.[0-9])(?P<op>" + _OPERATOR_RE.pattern + ")")
+                        r"|(?!\.[0-9])(?P<op>" + OPERATOR_RE.pattern + ")")
 _KEYWORD_KIND = {**{w: "bad-keyword" for w in spec.BAD_KEYWORDS}, **{w: w for w in spec.KEYWORDS}}
 
 
@@ -49,10 +50,18 @@ class Token:
 
 @dataclass
 class LexError:
-    kind: str
+    id: str  # a diagnostic id (lang/diagnostics.py)
     line: int
     col: int
-    message: str
+    fields: dict = field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        return DIAGNOSTICS[self.id].kind
+
+    @property
+    def message(self) -> str:
+        return message(self.id, **self.fields)
 
 
 def normalize_newlines(source: str) -> str:
@@ -74,12 +83,18 @@ def number_value(text: str) -> float:
         return float("inf")
 
 
-def bom_message(at_start: bool) -> str:
-    """The error for U+FEFF outside comments and strings (CPython's compile() rejects it in a str too)."""
-    if at_start:
-        return ("the text starts with a byte-order mark (U+FEFF), which CPython's compile() rejects in a str "
-                "too: read the file with encoding='utf-8-sig', which drops it, as Python does when it runs a file")
-    return "invalid character U+FEFF (a zero-width no-break space or byte-order mark): delete it"
+def character_error(c: str, at_start: bool) -> tuple[str, dict]:
+    """(diagnostic id, fields) of a character outside comments and strings that starts no token:
+    non-ASCII, U+FEFF (which CPython's compile() rejects in a str too) or an invalid character."""
+    if c == "\ufeff":
+        return ("byte_order_mark_at_start" if at_start else "byte_order_mark"), {}
+    return ("non_ascii" if ord(c) > 127 else "invalid_character"), {"char": c}
+
+
+def bad_number_text(src: str, i: int) -> str:
+    """The text an invalid number literal starting at src[i] is reported with: the longest number there
+    and the character that spoils it."""
+    return src[i:NUMBER_RE.match(src, i).end() + 1]
 
 
 def is_control(c: str) -> bool:
@@ -95,12 +110,12 @@ def _string_end(src: str, i: int, quote: str, raw: bool) -> tuple[int | None, Le
     while j < len(src):
         c = src[j]
         if is_control(c):
-            return None, LexError("syntax", 0, j, f"invalid character {c!r} in a string")
+            return None, LexError("invalid_character_in_string", 0, j, {"char": c})
         if c == "\\":
             if not raw and j + 1 < len(src) and src[j + 1] in "xuUN":
-                return None, LexError("unsupported", 0, j, "escapes \\x \\u \\U \\N are not supported in docstrings")
+                return None, LexError("string_escape", 0, j)
             if j + 1 < len(src) and is_control(src[j + 1]):
-                return None, LexError("syntax", 0, j + 1, f"invalid character {src[j + 1]!r} in a string")
+                return None, LexError("invalid_character_in_string", 0, j + 1, {"char": src[j + 1]})
             j += 2
             continue
         if src.startswith(close, j):
@@ -108,7 +123,7 @@ def _string_end(src: str, i: int, quote: str, raw: bool) -> tuple[int | None, Le
         if c == "\n" and not triple:
             break
         j += 1
-    return None, LexError("syntax", 0, i, "unterminated string")
+    return None, LexError("unterminated_string", 0, i)
 
 
 def tokenize(source: str) -> tuple[list[Token], LexError | None]:
@@ -120,17 +135,17 @@ def tokenize(source: str) -> tuple[list[Token], LexError | None]:
     def tok(kind, start, end, prefix=""):
         tokens.append(Token(kind, src[start:end], start, line, start - line_start + 1, prefix))
 
-    def err(kind, at, message):
-        return tokens, LexError(kind, line, at - line_start + 1, message)
+    def err(ident, at, **fields):
+        return tokens, LexError(ident, line, at - line_start + 1, fields)
 
     def string(start, quote_at, prefix):
         stop, e = _string_end(src, quote_at, src[quote_at], "r" in prefix)
         if e:  # locate the error: it may lie on a later line of a triple-quoted string
-            at = start if e.message == "unterminated string" else e.col
+            at = start if e.id == "unterminated_string" else e.col
             ln, ls = line + src.count("\n", start, at), line_start
             if ln != line:
                 ls = src.rindex("\n", start, at) + 1
-            return start, line, line_start, LexError(e.kind, ln, at - ls + 1, e.message)
+            return start, line, line_start, LexError(e.id, ln, at - ls + 1, e.fields)
         tok("string", start, stop, prefix)
         ln, ls = line, line_start
         if "\n" in src[start:stop]:
@@ -151,7 +166,7 @@ def tokenize(source: str) -> tuple[list[Token], LexError | None]:
                 op = common.group()
                 if op == ")":
                     if depth == 0:
-                        return err("syntax", i, "unmatched ')'")
+                        return err("unmatched_paren", i)
                     depth -= 1
                 elif op == "(":
                     depth += 1
@@ -160,7 +175,7 @@ def tokenize(source: str) -> tuple[list[Token], LexError | None]:
             continue
         c = src[i]
         if c in _CONTROL_CHARS:
-            return err("syntax", i, f"invalid character {c!r}")
+            return err("invalid_character", i, char=c)
         if c == "\n":
             if depth == 0 and tokens and tokens[-1].kind != "newline":
                 tok("newline", i, i + 1)
@@ -173,14 +188,14 @@ def tokenize(source: str) -> tuple[list[Token], LexError | None]:
             end = len(src) if end < 0 else end
             bad = _CONTROL_RE.search(src, i, end)
             if bad:
-                return err("syntax", bad.start(), f"invalid character {bad.group()!r} in a comment")
+                return err("invalid_character_in_comment", bad.start(), char=bad.group())
             i = end
         elif c == "\\":
             if i + 1 < len(src) and src[i + 1] == "\n":
                 i += 2
                 line, line_start = line + 1, i
             else:
-                return err("syntax", i, "a backslash must end the line (line continuation)")
+                return err("stray_backslash", i)
         elif c in _NAME_CHARS and c not in _DIGIT_CHARS:
             m = NAME_RE.match(src, i)
             word = m.group()
@@ -197,22 +212,20 @@ def tokenize(source: str) -> tuple[list[Token], LexError | None]:
             m = NUMBER_RE.match(src, i)
             end = m.end()
             if end < len(src) and src[end] in "jJ":
-                return err("unsupported", i, "complex numbers are not supported")
+                return err("complex_number", i)
             if end < len(src) and (src[end] in _NAME_CHARS or src[end] == "."):
-                return err("syntax", i, f"invalid number literal {src[i:end + 1]!r}")
+                return err("invalid_number", i, text=bad_number_text(src, i))
             tok("number", i, end)
             i = end
         elif c in "'\"":
             i, line, line_start, e = string(i, i, "")
             if e:
                 return tokens, e
-        elif c == "\ufeff":
-            return err("unsupported", i, bom_message(i == 0))
-        elif ord(c) > 127:
-            return err("unsupported", i, f"non-ASCII character {c!r}: names and operators must be ASCII")
         else:
-            # every operator matched as a common token above (a point before a digit is a number's)
-            return err("syntax", i, f"invalid character {c!r}")
+            # non-ASCII, U+FEFF or an invalid character: every operator matched as a common token above
+            # (a point before a digit is a number's)
+            ident, fields = character_error(c, i == 0)
+            return err(ident, i, **fields)
     if tokens and tokens[-1].kind != "newline":
         tok("newline", i, i)
     return tokens, None

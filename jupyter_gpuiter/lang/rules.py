@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import spec
+from .diagnostics import DIAGNOSTICS, ORDER, message
 from .errors import KIND_CODES
 from .lexer import Token
 
@@ -24,12 +25,21 @@ class RuleError:
     line: int
     col: int
     priority: int
-    code: int = field(init=False, repr=False)  # ties at one token go to the lower kind code
-    kind: str = field(compare=False)
-    message: str = field(compare=False)
+    code: int = field(init=False, repr=False)  # ties at one token go to the lower kind code,
+    order: int = field(init=False, repr=False)  # then to the diagnostic placed first in the table
+    id: str = field(compare=False)  # a diagnostic id (lang/diagnostics.py)
+    fields: dict = field(compare=False, default_factory=dict)
 
     def __post_init__(self):
-        self.code = KIND_CODES[self.kind]
+        self.code, self.order = KIND_CODES[self.kind], ORDER[self.id]
+
+    @property
+    def kind(self) -> str:
+        return DIAGNOSTICS[self.id].kind
+
+    @property
+    def message(self) -> str:
+        return message(self.id, **self.fields)
 
 
 @dataclass
@@ -62,8 +72,8 @@ def check(tokens: list[Token], source: str, complete: bool = True) -> tuple[Stru
     """
     errors: list[RuleError] = []
 
-    def fail(t: Token, kind: str, message: str, priority: int = P_TOKEN):
-        errors.append(RuleError(t.line, t.col, priority, kind, message))
+    def fail(t: Token, ident: str, priority: int = P_TOKEN, **fields):
+        errors.append(RuleError(t.line, t.col, priority, ident, fields))
 
     lines = _logical_lines(tokens)
     st = Structure(lines)
@@ -77,22 +87,22 @@ def check(tokens: list[Token], source: str, complete: bool = True) -> tuple[Stru
             prev = tokens[i - 1].kind if i else "newline"
             is_call[i] = prev == "name"
             if prev in OPERAND_END - {"name"}:
-                fail(t, "unsupported", "only builtin functions can be called")
+                fail(t, "call_of_non_name")
             open_stack.append(i)
             if len(open_stack) > spec.MAX_NESTING:
-                fail(t, "too-large", f"more than {spec.MAX_NESTING} nested brackets", P_LIMIT)
+                fail(t, "too_many_brackets", P_LIMIT)
         elif t.kind == ")":
             open_stack.pop()
     for i in open_stack if complete else ():
-        fail(tokens[i], "syntax", "'(' was never closed")
+        fail(tokens[i], "unclosed_paren")
     # --- the file: one `def` header first, then its body ---
     if not tokens:  # (no token before a lexical error is not an empty source: the lexical error stands)
         if complete:
-            errors.append(RuleError(1, 1, P_FILE, "unsupported", "empty source: expected `def name(params):`"))
+            errors.append(RuleError(1, 1, P_FILE, "empty_source"))
         return st, errors
     first_end = lines[0][1]
     if tokens[0].kind != "def":
-        fail(tokens[0], "unsupported", "expected a function definition `def name(params):` first", P_FILE)
+        fail(tokens[0], "def_first", P_FILE)
     else:
         st.header_open = next((i for i in range(first_end) if tokens[i].kind == "("), -1)
         if st.header_open >= 0:
@@ -112,9 +122,9 @@ def check(tokens: list[Token], source: str, complete: bool = True) -> tuple[Stru
         if t.kind == "name" and enclosing[i] == st.header_open:
             n_params += 1
             if n_params > spec.MAX_PARAMS:
-                fail(t, "too-large", f"more than {spec.MAX_PARAMS} parameters", P_LIMIT)
+                fail(t, "too_many_parameters", P_LIMIT)
         elif t.kind != ",":
-            fail(t, "unsupported", "parameters must be plain names: no defaults, annotations or *args")
+            fail(t, "bad_parameter")
     one_line = st.header_colon >= 0 and st.header_colon + 1 < first_end
     body_indent = None
     for n, (a, _) in enumerate(lines):
@@ -125,22 +135,22 @@ def check(tokens: list[Token], source: str, complete: bool = True) -> tuple[Stru
         indent = source[line_start:t.start]
         indent = indent[indent.rfind("\f") + 1:]
         if line_start >= 2 and source[line_start - 2] == "\\":
-            fail(t, "syntax", "a statement cannot start after a backslash continuation", P_INDENT)
+            fail(t, "after_continuation", P_INDENT)
         elif n == 0:
             if indent:
-                fail(t, "syntax", "unexpected indent", P_INDENT)
+                fail(t, "unexpected_indent", P_INDENT)
         elif not indent:
             if n == 1 and not one_line:
-                fail(t, "syntax", "expected an indented function body", P_INDENT)
+                fail(t, "missing_body", P_INDENT)
             else:
-                fail(t, "unsupported", "code outside the function: a cell holds one `def`", P_FILE)
+                fail(t, "code_outside_function", P_FILE)
         elif body_indent is None and not one_line:
             body_indent = indent
         elif indent != body_indent:
-            fail(t, "syntax", "unexpected indent" if body_indent is None or len(indent) > len(body_indent)
-                 else "indentation does not match the lines above", P_INDENT)
+            fail(t, "unexpected_indent" if body_indent is None or len(indent) > len(body_indent)
+                 else "indentation_mismatch", P_INDENT)
     if complete and len(lines) == 1 and not one_line and tokens[0].kind == "def":
-        fail(tokens[0], "syntax", "expected an indented function body")
+        fail(tokens[0], "missing_body")
     # --- docstring: the first body line made only of strings ---
     body_first = (st.header_colon + 1, first_end) if one_line else lines[1] if len(lines) > 1 else None
     if body_first and all(tokens[i].kind == "string" for i in range(*body_first)):
@@ -154,44 +164,44 @@ def check(tokens: list[Token], source: str, complete: bool = True) -> tuple[Stru
         if k != "newline":
             significant += 1
             if significant == spec.MAX_TOKENS + 1:
-                fail(t, "too-large", f"more than {spec.MAX_TOKENS} tokens", P_LIMIT)
+                fail(t, "too_many_tokens", P_LIMIT)
         prev = tokens[i - 1].kind if i else "newline"
         if k == "number" and len(t.text) > spec.MAX_NUMBER_CHARS:
-            fail(t, "too-large", f"number literal longer than {spec.MAX_NUMBER_CHARS} characters", P_LIMIT)
+            fail(t, "number_too_long", P_LIMIT)
         if k in PREFIX_OPS and (k == "not" or prev not in OPERAND_END):
             unary_run += 1
             if unary_run == spec.MAX_NESTING + 1:
-                fail(t, "too-large", f"more than {spec.MAX_NESTING} prefix operators in a row", P_LIMIT)
+                fail(t, "too_many_prefix_operators", P_LIMIT)
         else:
             unary_run = 0
         enc = enclosing[i]
         in_call = enc >= 0 and (is_call[enc] or enc == st.header_open)
         if k == "bad-keyword":
-            fail(t, "unsupported", spec.BAD_KEYWORDS[t.text])
+            fail(t, spec.BAD_KEYWORDS[t.text], keyword=t.text)
         elif k == "bad-op":
-            fail(t, "unsupported", f"operator {t.text!r} is not part of the kernel language")
+            fail(t, "bad_operator", op=t.text)
         elif k == "string":
             if t.prefix not in ("", "r", "u"):
-                fail(t, "unsupported", "f-strings and bytes are not supported")
+                fail(t, "string_prefix")
             elif i not in doc_tokens:
-                fail(t, "unsupported", "strings are only allowed as the docstring")
+                fail(t, "string_outside_docstring")
         elif k == ".":
             ok = (prev == "name" and tokens[i - 1].text in spec.NAMESPACES and i + 1 < len(tokens)
                   and tokens[i + 1].kind == "name" and (i < 2 or tokens[i - 2].kind != "."))  # not np.math.sin
             if not ok:
-                fail(t, "unsupported", "attribute access is only for math.NAME and np.NAME builtins")
+                fail(t, "attribute")
         elif k == "," and not in_call:
-            fail(t, "unsupported", "tuples are not supported: return and assign one value")
+            fail(t, "tuple_comma")
         elif (k == "=" or k in spec.AUG_ASSIGN) and enc >= 0:
-            fail(t, "unsupported", "keyword arguments, defaults and assignments inside brackets are not supported")
+            fail(t, "assignment_in_brackets")
         elif k == ":" and i != st.header_colon:
-            fail(t, "unsupported", "':' only ends the `def` line (no if/for/lambda/slices/annotations)")
+            fail(t, "colon")
         elif k in ("*", "**") and prev not in OPERAND_END:
-            fail(t, "unsupported", "star expressions and *args are not supported")
+            fail(t, "star")
         elif k == "def" and i != 0:
-            fail(t, "unsupported", "one function per cell: nested or further `def` is not supported")
+            fail(t, "nested_def")
         elif k == "if" and i in line_starts:
-            fail(t, "unsupported", "if statements are not supported: use `a if c else b` or where(c, a, b)")
+            fail(t, "if_statement")
     return st, errors
 
 

@@ -31,22 +31,15 @@ TOKEN_KINDS = [
 TOK = {name: i for i, name in enumerate(TOKEN_KINDS)}
 
 KEYWORDS = ("def", "return", "and", "or", "not", "if", "else", "True", "False")
-#: Python keywords outside the language, with the hint shown to the user.
+#: Python keywords outside the language, with the id of the diagnostic that explains each (lang/diagnostics.py).
 BAD_KEYWORDS = {
-    "for": "loops are not supported: the function is applied elementwise",
-    "while": "loops are not supported: the function is applied elementwise",
-    "in": "`in` is not supported", "is": "`is` is not supported: use ==",
-    "lambda": "lambda is not supported", "import": "imports are not needed: math./np. builtins are built in",
-    "from": "imports are not needed: math./np. builtins are built in", "as": "`as` is not supported",
-    "class": "classes are not supported", "pass": "`pass` is not supported", "break": "loops are not supported",
-    "continue": "loops are not supported", "global": "`global` is not supported",
-    "nonlocal": "`nonlocal` is not supported", "del": "`del` is not supported",
-    "assert": "`assert` is not supported", "raise": "exceptions are not supported",
-    "try": "exceptions are not supported", "except": "exceptions are not supported",
-    "finally": "exceptions are not supported", "with": "`with` is not supported",
-    "yield": "generators are not supported", "async": "async is not supported",
-    "await": "async is not supported", "elif": "if statements are not supported: use `a if c else b` or where()",
-    "None": "None is not supported: every value is a number or a bool",
+    "for": "keyword_loop", "while": "keyword_loop", "in": "keyword", "is": "keyword_is", "lambda": "keyword_lambda",
+    "import": "keyword_import", "from": "keyword_import", "as": "keyword", "class": "keyword_class",
+    "pass": "keyword", "break": "keyword_loop_jump", "continue": "keyword_loop_jump", "global": "keyword",
+    "nonlocal": "keyword", "del": "keyword", "assert": "keyword", "raise": "keyword_exception",
+    "try": "keyword_exception", "except": "keyword_exception", "finally": "keyword_exception", "with": "keyword",
+    "yield": "keyword_generator", "async": "keyword_async", "await": "keyword_async", "elif": "keyword_elif",
+    "None": "keyword_none",
 }
 
 #: Operator spellings that lex (so the error can name them) but are outside the language.

@@ -51,13 +51,8 @@ def counterexample_html(verdict: Verdict) -> str:
 
 
 def error_html(error: CompileError) -> str:
-    """A compile error: position, kind and message, then the offending line with a caret."""
-    caret = error.caret()
-    where = f"line {error.line}, column {error.col}"
-    body = f"{where}: {error.kind}: {error.message}"
-    if caret:
-        body += "\n" + caret
-    return f"<pre class='gpuiter-error' style='margin:0'>{html.escape(body)}</pre>"
+    """A compile error: kind, position and message, then the offending line with a caret."""
+    return f"<pre class='gpuiter-error' style='margin:0'>{html.escape(error.format())}</pre>"
 
 
 class VerificationPanel:
@@ -144,7 +139,7 @@ class VerificationPanel:
         self.verdict = None
         self.title.value = name
         self._set_status("ERROR")
-        self.sentence.value = f"{compile_error.kind}: {compile_error.message}"
+        self.sentence.value = compile_error.format(caret=False)
         self.details.value = ""
         self.speedup.value = ""
         self.counterexample.value = ""

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from ...ir import Program, ProgramBatch
+from ...lang.diagnostics import error
 from ...lang.errors import CompileError
 from ..result import BatchResult
 from . import tokens as tk
@@ -210,8 +211,7 @@ def compile_batch(sources: Sequence[str], device=None, model: Seq2Seq | None = N
         elif isinstance(progs[0], Program):
             results[i] = progs[0]
         else:
-            results[i] = CompileError("neural", 1, 1, f"the neural compiler wrote no valid program "
-                                      f"({progs[0]}); use mode='hybrid' or 'traditional'", sources[i])
+            results[i] = error("neural_no_program", 1, 1, sources[i], reason=progs[0])
     return BatchResult(results, "neural", batch=ProgramBatch.from_results(results, device=device))
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from ...ir import Program
 from ...lang import spec
-from ...lang.errors import CompileError
+from ...lang.diagnostics import error
 from ...lang.lexer import number_value
 from ..serial import check_source
 
@@ -110,11 +110,9 @@ def encode(source: str) -> Encoded:
         if t.kind == ")":
             level -= 1
         if len(slots) > MAX_SLOTS or len(ids) == MAX_IN - 1:  # no room for this token (and EOS)
-            raise CompileError("too-large", 1, 1, f"the program exceeds the neural model's input size "
-                               f"({MAX_SLOTS} names, {MAX_IN - 2} tokens); use mode='traditional'", source)
+            raise error("neural_input_size", 1, 1, source, names=MAX_SLOTS, tokens=MAX_IN - 2)
         if tok not in INDEX:
-            raise CompileError("too-large", t.line, t.col, f"the neural model has no token for {t.text!r}; "
-                               "use mode='traditional'", source)
+            raise error("neural_unknown_token", t.line, t.col, source, text=t.text)
         ids.append(INDEX[tok])
         depth.append(min(level, MAX_DEPTH - 1))
         if t.kind == "(":

@@ -25,28 +25,24 @@ import numpy as np
 import torch
 
 from ...ir import Program, ProgramBatch, gc_paused
-from ...lang import spec
-from ...lang.errors import KIND_BY_CODE, KIND_CODES, CompileError
-from ...lang.lexer import bom_message, normalize_newlines, number_value
+from ...lang import diagnostics, spec
+from ...lang.errors import KIND_CODES, CompileError
+from ...lang.lexer import number_value
 from .. import serial
-from . import dfa
 from . import workers as worker_processes
 from .codegen import codegen
 from .common import NO_ERROR, decode_keys, error_key
+from .diagnose import LEX_KIND_CODES, LEX_MSG_BASE, compile_error
 from .exact import collisions
 from .lex import Tokens, host_hints, lex
 from .pack import encode, pack
 from .parse import parse
 from .plan import by_size, split
 from .regroup import regroup
-from .rules import MESSAGES as RULE_MESSAGES
 from .rules import check
-from .semantic import MESSAGES as SEM_MESSAGES
-from .semantic import MSG_BASE, analyse
+from .semantic import analyse
 
 PASSES = ("plan", "pack", "lex", "regroup", "rules", "parse", "semantic", "exact", "codegen")
-LEX_MSG_BASE = 64
-LEX_KIND_CODES = [KIND_CODES[dfa.LEX_ERRORS[c][0]] if c else 0 for c in range(len(dfa.LEX_ERRORS) + 1)]
 #: byte cells (programs x padded length) per chunk at most, on a CPU. A chunk's memory peaks at 225-410
 #: bytes a cell (peak RSS on the CPU, from 2 M to 16 M cells: more for larger chunks), budgeted as BYTES_PER_CELL
 CHUNK_CELLS = 1 << 21
@@ -83,37 +79,6 @@ def chunk_cells(device: torch.device) -> int:
         return CHUNK_CELLS
     free, _ = torch.cuda.mem_get_info(device)
     return int(min(CUDA_CHUNK_CELLS, max(CHUNK_CELLS, free // (4 * BYTES_PER_CELL))))
-
-
-_NAME_AT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\s*\.\s*([A-Za-z_][A-Za-z0-9_]*))?")
-
-
-def message_for(msg_id: int, source: str = "", line: int = 0, col: int = 0) -> str:
-    """The message of an error, naming the offending name when the error is about one."""
-    if msg_id >= LEX_MSG_BASE and msg_id < MSG_BASE:
-        lines = normalize_newlines(source).split("\n")
-        if 0 < line <= len(lines) and col > 0 and lines[line - 1][col - 1:col] == "\ufeff":  # non-ASCII: a BOM
-            return bom_message(line == col == 1)
-        return dfa.LEX_ERRORS[msg_id - LEX_MSG_BASE][1]
-    if msg_id < MSG_BASE:
-        return RULE_MESSAGES[msg_id][1]
-    kind, text = SEM_MESSAGES[msg_id - MSG_BASE]
-    if kind not in ("unknown-name", "unknown-function", "type", "arity"):
-        return text
-    lines = normalize_newlines(source).split("\n")
-    m = _NAME_AT.match(lines[line - 1], col - 1) if 0 < line <= len(lines) else None
-    if m is None:
-        return text
-    name = m.group(1) or m.group(0)
-    if kind == "unknown-name":
-        return serial.unknown_attribute_message(m.group(0).split(".")[0].strip(), name) if m.group(1) \
-            else f"name '{name}' is not defined"
-    if kind == "unknown-function":
-        return f"'{name}' is not a builtin function"
-    if kind == "arity" and name in spec.BUILTINS:
-        lo, hi = spec.BUILTINS[name].arity
-        return f"{name}() takes {lo if lo == hi else f'{lo} to {hi}'} arguments"
-    return f"'{name}': {text}"
 
 
 @functools.cache
@@ -414,22 +379,20 @@ def compile_batch(sources: Sequence[str], device=None, timings: dict | None = No
     batches = []  # (rows, Chunk), kept for _assemble
     results: list = [None] * len(sources)
     for i in np.nonzero(sizes > spec.MAX_SOURCE_BYTES)[0].tolist():
-        results[i] = CompileError("too-large", 1, 1, f"source is {sizes[i]:,} bytes; the limit is "
-                                  f"{spec.MAX_SOURCE_BYTES:,}", sources[i])
+        results[i] = diagnostics.error("source_too_large", 1, 1, sources[i], size=int(sizes[i]))
     rechecked = []  # rows the serial compiler compiled again (exact.py)
     with contextlib.closing(chunks), gc_paused():  # (an interrupt here must not leave the pool held)
         for sel, chunk in chunks:  # each as it comes: worker processes compile the next ones meanwhile
             batches.append((sel, chunk))
-            ops, args, imms, lengths, n_params, error = chunk.batch.host_rows()
+            ops, args, imms, lengths, n_params, errors = chunk.batch.host_rows()
             _fix_slow_numbers(chunk, imms, lengths)
             msgs = chunk.message.cpu().tolist()
             start = 0
-            for j, (kind, line, col) in enumerate(error):
+            for j, (kind, line, col) in enumerate(errors):
                 source = sources[sel[j]]
                 end = start + lengths[j]
                 if kind:
-                    results[sel[j]] = CompileError(KIND_BY_CODE[kind], line, col,
-                                                   message_for(msgs[j], source, line, col), source)
+                    results[sel[j]] = compile_error(msgs[j], source, line, col)
                 else:
                     name, param_names = _names(source)
                     results[sel[j]] = Program(ops[start:end], args[start:end], imms[start:end], n_params[j],

@@ -3,7 +3,8 @@
 The DFA is written as one readable Python function, `step(state, byte)`, and tabulated for all 257
 inputs (256 bytes + EOF), tinygrad-style: the pass that runs on tensors only looks up tables.
 Per (state, byte) the table gives the next state, whether the byte starts a new token, and a lexical
-error code with where it is reported (at this byte, at the byte before, or at the token's start).
+error code (LEX_ERRORS: a diagnostic of lang/diagnostics.py) with where it is reported (at this byte,
+at the byte before, or at the token's start).
 Raw strings (an r in the prefix) have their own string states, so escape checks need only the state.
 """
 
@@ -16,17 +17,22 @@ from ...lang import spec
 EOF_BYTE = 256
 N_INPUTS = 257
 
-# lexical errors: code -> (kind, message); where: 0 this byte, 1 previous byte, 2 the token's start
-E_NONE, E_CHAR, E_NONASCII, E_UNTERM, E_NUMBER, E_COMPLEX, E_BACKSLASH, E_ESCAPE, E_UNMATCHED = range(9)
+# lexical errors: code (4 bits) -> diagnostic id; where: 0 this byte, 1 previous byte, 2 the token's start.
+# The host fills in a message's fields from the source at the error (compilers/traditional/diagnose.py);
+# E_NONASCII at U+FEFF is a byte-order mark there.
+(E_NONE, E_CHAR, E_NONASCII, E_UNTERM, E_NUMBER, E_COMPLEX, E_BACKSLASH, E_ESCAPE, E_UNMATCHED, E_CHAR_STRING,
+ E_CHAR_COMMENT) = range(11)
 LEX_ERRORS = {
-    E_CHAR: ("syntax", "invalid character"),
-    E_NONASCII: ("unsupported", "non-ASCII character: names and operators must be ASCII"),
-    E_UNTERM: ("syntax", "unterminated string"),
-    E_NUMBER: ("syntax", "invalid number literal"),
-    E_COMPLEX: ("unsupported", "complex numbers are not supported"),
-    E_BACKSLASH: ("syntax", "a backslash must end the line (line continuation)"),
-    E_ESCAPE: ("unsupported", "escapes \\x \\u \\U \\N are not supported in docstrings"),
-    E_UNMATCHED: ("syntax", "unmatched ')'"),
+    E_CHAR: "invalid_character",
+    E_NONASCII: "non_ascii",
+    E_UNTERM: "unterminated_string",
+    E_NUMBER: "invalid_number",
+    E_COMPLEX: "complex_number",
+    E_BACKSLASH: "stray_backslash",
+    E_ESCAPE: "string_escape",
+    E_UNMATCHED: "unmatched_paren",
+    E_CHAR_STRING: "invalid_character_in_string",
+    E_CHAR_COMMENT: "invalid_character_in_comment",
 }
 AT_BYTE, AT_PREV, AT_TOKEN = 0, 1, 2
 
@@ -132,7 +138,7 @@ def _string_step(state: str, b: int) -> tuple[str, int, int] | None:
     if b == EOF_BYTE:
         return "error", E_UNTERM, AT_TOKEN
     if _is_control(b):
-        return "error", E_CHAR, AT_BYTE
+        return "error", E_CHAR_STRING, AT_BYTE
     if kind in ("s_esc",):
         return f"s_{q}", E_NONE, AT_BYTE
     if kind == "t_esc":
@@ -164,7 +170,7 @@ def step(state: str, b: int) -> tuple[str, bool, int, int]:
         if b == EOF_BYTE:
             return "eof", False, E_NONE, AT_BYTE
         if _is_control(b):
-            return "error", False, E_CHAR, AT_BYTE
+            return "error", False, E_CHAR_COMMENT, AT_BYTE
         return ("nl" if c == "\n" else "comment"), False, E_NONE, AT_BYTE
     if state in _STRING_STATES:
         r = _string_step(state, b)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import torch
 
 from ...lang import spec
+from ...lang.diagnostics import DIAGNOSTICS as TABLE
+from ...lang.diagnostics import ORDER
 from ...lang.errors import KIND_CODES
 from ...lang.rules import P_FILE, P_INDENT, P_LIMIT, P_TOKEN
 from .common import (
@@ -33,40 +35,31 @@ from .common import (
 from .lex import Tokens, pack_key
 
 K = spec.TOK
-MESSAGES = [
-    ("syntax", "internal"),
-    ("too-large", f"more than {spec.MAX_NESTING} nested brackets"),
-    ("syntax", "'(' was never closed"),
-    ("unsupported", "only builtin functions can be called"),
-    ("unsupported", "empty source: expected `def name(params):`"),
-    ("unsupported", "expected a function definition `def name(params):` first"),
-    ("too-large", f"more than {spec.MAX_PARAMS} parameters"),
-    ("unsupported", "parameters must be plain names: no defaults, annotations or *args"),
-    ("syntax", "a statement cannot start after a backslash continuation"),
-    ("syntax", "unexpected indent"),
-    ("syntax", "expected an indented function body"),
-    ("unsupported", "code outside the function: a cell holds one `def`"),
-    ("syntax", "indentation does not match the lines above"),
-    ("too-large", f"more than {spec.MAX_TOKENS} tokens"),
-    ("too-large", f"more than {spec.MAX_NESTING} prefix operators in a row"),
-    ("unsupported", "this Python keyword is not part of the kernel language"),
-    ("unsupported", "this operator is not part of the kernel language"),
-    ("unsupported", "f-strings and bytes are not supported"),
-    ("unsupported", "strings are only allowed as the docstring"),
-    ("unsupported", "attribute access is only for math.NAME and np.NAME builtins"),
-    ("unsupported", "tuples are not supported: return and assign one value"),
-    ("unsupported", "keyword arguments, defaults and assignments inside brackets are not supported"),
-    ("unsupported", "':' only ends the `def` line (no if/for/lambda/slices/annotations)"),
-    ("unsupported", "star expressions and *args are not supported"),
-    ("unsupported", "one function per cell: nested or further `def` is not supported"),
-    ("unsupported", "if statements are not supported: use `a if c else b` or where(c, a, b)"),
-    ("too-large", f"number literal longer than {spec.MAX_NUMBER_CHARS} characters"),
+#: The rules' error codes: code -> diagnostic id (lang/diagnostics.py); 0 is none.
+DIAGNOSTICS = [
+    None, "too_many_brackets", "unclosed_paren", "call_of_non_name", "empty_source", "def_first",
+    "too_many_parameters", "bad_parameter", "after_continuation", "unexpected_indent", "missing_body",
+    "code_outside_function", "indentation_mismatch", "too_many_tokens", "too_many_prefix_operators",
+    "bad_keyword", "bad_operator", "string_prefix", "string_outside_docstring", "attribute", "tuple_comma",
+    "assignment_in_brackets", "colon", "star", "nested_def", "if_statement", "number_too_long",
 ]
-MSG = {m: i for i, (_, m) in enumerate(MESSAGES)}
+#: The code of a bad keyword: which keyword (and so which diagnostic of spec.BAD_KEYWORDS) is read from
+#: the source on the host.
+BAD_KEYWORD = "bad_keyword"
+MSG = {d: i for i, d in enumerate(DIAGNOSTICS) if d}
+# codes rank the errors of one kind at one token and priority as the serial compiler does: by the table's order
+_ORDERED = [ORDER["keyword_loop"] if d == BAD_KEYWORD else ORDER[d] for d in DIAGNOSTICS[1:]]
+assert _ORDERED == sorted(_ORDERED)
 assert len(spec.TOKEN_KINDS) <= 256  # check() compares kinds as bytes
+
+
+def kind_of(ident: str) -> str:
+    return "unsupported" if ident == BAD_KEYWORD else TABLE[ident].kind
+
+
 # every (priority, kind code, message id) a rule may fail with, for FirstError's ranks
-CONSTANTS = tuple((p, KIND_CODES[kind], m) for p in (P_FILE, P_INDENT, P_LIMIT, P_TOKEN)
-                  for m, (kind, _) in enumerate(MESSAGES))
+CONSTANTS = tuple((p, KIND_CODES[kind_of(d)], m) for p in (P_FILE, P_INDENT, P_LIMIT, P_TOKEN)
+                  for m, d in enumerate(DIAGNOSTICS) if d)
 NAMESPACE_KEYS = [pack_key(n) for n in spec.NAMESPACES]
 OPERAND_END = [K["name"], K["number"], K["string"], K["True"], K["False"], K[")"]]
 INF = 1 << 30  # above every (depth, position) key: depths and positions are below 2^12
@@ -124,8 +117,8 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     valid = pos < tk.count[:, None]
     errors = FirstError(tk.line, tk.col, valid, CONSTANTS)
 
-    def fail(mask, message, priority=P_TOKEN):
-        errors.at_tokens(mask, priority, KIND_CODES[MESSAGES[MSG[message]][0]], MSG[message])
+    def fail(mask, ident, priority=P_TOKEN):
+        errors.at_tokens(mask, priority, KIND_CODES[kind_of(ident)], MSG[ident])
 
     # kinds as bytes for the comparisons (a quarter of the memory traffic; lookups take int32 indices)
     kind8 = kind.to(torch.uint8)  # (spec has fewer than 256 token kinds: asserted below the messages)
@@ -139,11 +132,11 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     # brackets
     operand_before = isin(prev, OPERAND_END)
     is_call = is_open & eq(prev8, K["name"])
-    fail(is_open & operand_before & ~is_call, "only builtin functions can be called")
-    fail(is_open & (depth_after > spec.MAX_NESTING), f"more than {spec.MAX_NESTING} nested brackets", P_LIMIT)
+    fail(is_open & operand_before & ~is_call, "call_of_non_name")
+    fail(is_open & (depth_after > spec.MAX_NESTING), "too_many_brackets", P_LIMIT)
     # padding (kind 0) keeps the final depth, so the suffix may run past the last token
     suffix_min = shift_left(depth_after, INF).flip(1).cummin(1).values.flip(1)
-    fail(is_open & (suffix_min >= depth_after) & complete[:, None], "'(' was never closed")
+    fail(is_open & (suffix_min >= depth_after) & complete[:, None], "unclosed_paren")
     level_key = select(is_open, depth_after * (T + 1) + pos, INF).sort(1).values
     level = depth * (T + 1)
     found = torch.searchsorted(level_key, level + pos, out_int32=True)
@@ -160,9 +153,9 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     first_end = first_true(is_nl)
     first_end = torch.where(first_end >= 0, first_end, tk.count)
     empty = (tk.count == 0) & complete  # (no token before a lexical error: that error stands)
-    errors.add_rows(empty, error_key(1, 1, P_FILE, KIND_CODES["unsupported"], MSG[MESSAGES[4][1]]))
+    errors.add_rows(empty, error_key(1, 1, P_FILE, KIND_CODES[kind_of("empty_source")], MSG["empty_source"]))
     is_def0 = kind[:, 0] == K["def"]
-    fail(_at_first(~is_def0, T), MESSAGES[5][1], P_FILE)
+    fail(_at_first(~is_def0, T), "def_first", P_FILE)
     in_first = pos < first_end[:, None]
     header_open = torch.where(is_def0, first_true(is_open & in_first), -1)
     opened = torch.where(header_open >= 0, header_open, T)
@@ -174,8 +167,8 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     in_header = (pos > header_open[:, None]) & (pos < header_end[:, None])  # header_end is -1 without one
     is_param = in_header & eq(kind8, K["name"]) & eq(enclosing, header_open[:, None])
     n_params = is_param.cumsum(1, dtype=torch.int32)
-    fail(is_param & eq(n_params, spec.MAX_PARAMS + 1), MESSAGES[6][1], P_LIMIT)
-    fail(in_header & ~is_param & ne(kind8, K[","]), MESSAGES[7][1])
+    fail(is_param & eq(n_params, spec.MAX_PARAMS + 1), "too_many_parameters", P_LIMIT)
+    fail(in_header & ~is_param & ne(kind8, K[","]), "bad_parameter")
     one_line = (header_colon >= 0) & (header_colon + 1 < first_end)
 
     # indentation, compared by length and a hash of the bytes between the line start (or the last form
@@ -190,21 +183,21 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
     ls = tk.line_start
     after_bs = (ls >= 2) & (gather(tk.data_padded, ls - 2) == ord("\\"))
     ol = one_line[:, None]
-    fail(line_start_tok & after_bs, MESSAGES[8][1], P_INDENT)
+    fail(line_start_tok & after_bs, "after_continuation", P_INDENT)
     ok_bs = line_start_tok & ~after_bs
     indented = indent_len.bool()  # lengths are >= 0 at tokens
-    fail(ok_bs & ~lid.bool() & indented, "unexpected indent", P_INDENT)
-    fail(ok_bs & eq(lid, 1) & ~indented & ~ol, MESSAGES[10][1], P_INDENT)
-    fail(ok_bs & lid.bool() & ~indented & ((lid > 1) | ol), MESSAGES[11][1], P_FILE)
+    fail(ok_bs & ~lid.bool() & indented, "unexpected_indent", P_INDENT)
+    fail(ok_bs & eq(lid, 1) & ~indented & ~ol, "missing_body", P_INDENT)
+    fail(ok_bs & lid.bool() & ~indented & ((lid > 1) | ol), "code_outside_function", P_FILE)
     mismatch = ol | ne(indent_len, bi_len[:, None]) | ne(indent_hash, bi_hash[:, None])
     deeper = ol | (indent_len > bi_len[:, None])
     compared = ok_bs & indented & ((lid >= 2) | (ol & lid.bool()))
     later = compared & mismatch
-    fail(later & deeper, "unexpected indent", P_INDENT)
-    fail(later & ~deeper, MESSAGES[12][1], P_INDENT)
+    fail(later & deeper, "unexpected_indent", P_INDENT)
+    fail(later & ~deeper, "indentation_mismatch", P_INDENT)
     indent_like = (gather(tk.indent_start, body_first)[:, None] + 1).mul(compared & ~mismatch).sub_(1)
     n_lines = is_nl.sum(1, dtype=torch.int32)
-    fail(_at_first(complete & (n_lines == 1) & ~one_line & is_def0, T), MESSAGES[10][1])
+    fail(_at_first(complete & (n_lines == 1) & ~one_line & is_def0, T), "missing_body")
 
     # the docstring: the first body line made only of strings
     is_str = eq(kind8, K["string"])
@@ -215,32 +208,32 @@ def check(tk: Tokens, complete: torch.Tensor) -> Structure:
 
     # token by token
     significant = (valid & ~is_nl).cumsum(1, dtype=torch.int32)
-    fail(~is_nl & eq(significant, spec.MAX_TOKENS + 1), MESSAGES[13][1], P_LIMIT)
-    fail(eq(kind8, K["number"]) & (tk.end - tk.start > spec.MAX_NUMBER_CHARS), MESSAGES[26][1], P_LIMIT)
+    fail(~is_nl & eq(significant, spec.MAX_TOKENS + 1), "too_many_tokens", P_LIMIT)
+    fail(eq(kind8, K["number"]) & (tk.end - tk.start > spec.MAX_NUMBER_CHARS), "number_too_long", P_LIMIT)
     prefix = (eq(kind8, K["-"]) | eq(kind8, K["+"])) & ~operand_before | eq(kind8, K["not"])
     # the token that makes a run of MAX_NESTING + 1: a window of that many ends there, not one more
     n = spec.MAX_NESTING + 1
     if T >= n:
         count = prefix.cumsum(1, dtype=torch.int32)
-        fail(eq(count - _back(count, n), n) & ~_back(prefix, n), MESSAGES[14][1], P_LIMIT)
+        fail(eq(count - _back(count, n), n) & ~_back(prefix, n), "too_many_prefix_operators", P_LIMIT)
     enc_call = gather(is_call, enclosing) | eq(enclosing, header_open[:, None])
     in_call = (enclosing >= 0) & enc_call
     prev_key = shift_right(tk.key, 0)
-    fail(eq(kind8, K["bad-keyword"]), MESSAGES[15][1])
-    fail(eq(kind8, K["bad-op"]), MESSAGES[16][1])
-    fail(is_str & tk.prefix_bad, MESSAGES[17][1])
-    fail(is_str & ~tk.prefix_bad & ~docstring, MESSAGES[18][1])
+    fail(eq(kind8, K["bad-keyword"]), BAD_KEYWORD)
+    fail(eq(kind8, K["bad-op"]), "bad_operator")
+    fail(is_str & tk.prefix_bad, "string_prefix")
+    fail(is_str & ~tk.prefix_bad & ~docstring, "string_outside_docstring")
     is_namespace = functools.reduce(torch.logical_or, [eq(prev_key, k) for k in NAMESPACE_KEYS])  # two keys: no isin sort
     dot_ok = eq(prev8, K["name"]) & is_namespace & eq(nxt8, K["name"]) & ~eq(shift_right(prev8, K["newline"]), K["."])
-    fail(eq(kind8, K["."]) & ~dot_ok, MESSAGES[19][1])
-    fail(eq(kind8, K[","]) & ~in_call, MESSAGES[20][1])
+    fail(eq(kind8, K["."]) & ~dot_ok, "attribute")
+    fail(eq(kind8, K[","]) & ~in_call, "tuple_comma")
     assigning = eq(kind8, K["="]) | isin(kind, [K[a] for a in spec.AUG_ASSIGN])
-    fail(assigning & (enclosing >= 0), MESSAGES[21][1])
-    fail(eq(kind8, K[":"]) & ne(pos, header_colon[:, None]), MESSAGES[22][1])
+    fail(assigning & (enclosing >= 0), "assignment_in_brackets")
+    fail(eq(kind8, K[":"]) & ne(pos, header_colon[:, None]), "colon")
     star = eq(kind8, K["*"]) | eq(kind8, K["**"])
-    fail(star & ~operand_before, MESSAGES[23][1])
-    fail(eq(kind8, K["def"]) & pos.bool(), MESSAGES[24][1])
-    fail(eq(kind8, K["if"]) & line_start_tok, MESSAGES[25][1])
+    fail(star & ~operand_before, "star")
+    fail(eq(kind8, K["def"]) & pos.bool(), "nested_def")
+    fail(eq(kind8, K["if"]) & line_start_tok, "if_statement")
 
     # One of CPython's syntax errors that lang/rules.py does not see: a source that ends in a backslash
     # continuation (lex's ends_continued; CPython: unexpected EOF). In the serial compiler it comes after

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import torch
 
 from ...lang import spec
+from ...lang.diagnostics import DIAGNOSTICS as TABLE
+from ...lang.diagnostics import ORDER
 from ...lang.errors import KIND_CODES
 from .common import (
     BIG,
@@ -41,26 +43,19 @@ from .parse import N_ATTR, N_BIN, N_CALL, N_NAME, N_TUPLE, Tree
 from .rules import Structure
 
 K = spec.TOK
-MESSAGES = [
-    ("unsupported", "code after return is never run"),
-    ("unsupported", "chained assignment: assign one name at a time"),
-    ("unsupported", "can only assign to a plain name"),
-    ("unsupported", "return needs a value"),
-    ("unsupported", "an expression on its own has no effect: assign or return it"),
-    ("unsupported", "the function must end with `return <expr>`"),
-    ("syntax", "duplicate parameter"),
-    ("unknown-name", "name is not defined"),
-    ("type", "this is a function: call it"),
-    ("type", "this is a variable here, not a function"),
-    ("type", "this is a constant, not a function"),
-    ("unknown-function", "not a builtin function"),
-    ("arity", "wrong number of arguments for this builtin"),
-    ("unsupported", "chained comparisons are not supported: use `and`"),
-    ("unsupported", "tuples are not supported"),
-    ("syntax", "invalid syntax"),
+#: This pass's error codes: MSG_BASE + index -> diagnostic id (lang/diagnostics.py). The index ranks
+#: the errors of one kind at one place and priority, in the table's order. The host reads a name's
+#: fields from the source (an unknown name followed by `.NAME` is an unknown_attribute).
+DIAGNOSTICS = [
+    "code_after_return", "chained_assignment", "assignment_target", "return_without_value", "expression_statement",
+    "missing_return", "duplicate_parameter", "unknown_name", "function_as_value", "variable_called",
+    "constant_called", "unknown_function", "arity", "chained_comparison", "tuple", "unknown_name_augmented",
 ]
 MSG_BASE = 128  # message ids of this pass in error keys
-MSG = {m: MSG_BASE + i for i, (_, m) in enumerate(MESSAGES)}
+MSG = {d: MSG_BASE + i for i, d in enumerate(DIAGNOSTICS)}
+assert [ORDER[d] for d in DIAGNOSTICS] == sorted(ORDER[d] for d in DIAGNOSTICS)  # ties ranked as the serial compiler does
+#: The code of a syntax error of the parse pass or of the `def` header: CPython's parser states it on the host.
+PARSE_SYNTAX = MSG_BASE + len(DIAGNOSTICS)
 BUILTIN_NAMES = list(spec.BUILTINS)
 CONSTANT_NAMES = list(spec.CONSTANTS)
 
@@ -84,26 +79,25 @@ K0 = (1 << 31) - 1  # error ranks are kept inverted, K0 - rank (see analyse)
 INT64_MAX = (1 << 63) - 1
 
 
-def _cm(message: str) -> int:
-    """A message's kind code and id in 7 bits, code * 16 + id - MSG_BASE: ordered like them in error keys."""
-    return KIND_CODES[MESSAGES[MSG[message] - MSG_BASE][0]] * 16 + MSG[message] - MSG_BASE
+def _cm(ident: str) -> int:
+    """A diagnostic's kind code and index in 7 bits, code * 16 + index: ordered like them in error keys."""
+    return KIND_CODES[TABLE[ident].kind] * 16 + MSG[ident] - MSG_BASE
 
 
-def _rank(message: str, priority: int) -> int:
+def _rank(ident: str, priority: int) -> int:
     """The low 19 bits of an error's rank: (priority + 1) << 7 | kind code and message."""
-    return ((priority + 1) << 7) + _cm(message)
+    return ((priority + 1) << 7) + _cm(ident)
 
 
-assert len(MESSAGES) <= 16 and all(KIND_CODES[k] < 8 for k, _ in MESSAGES)  # 7-bit codes and messages
+assert len(DIAGNOSTICS) <= 16 and all(KIND_CODES[TABLE[d].kind] < 8 for d in DIAGNOSTICS)  # 7-bit codes and messages
 # uint8 codes of the rules that share a place and priority: larger is first, 0 is none
-_TOKEN_RULES = {"duplicate parameter": 0, "code after return is never run": 0,
-                "chained assignment: assign one name at a time": 1, "return needs a value": 1,
-                "an expression on its own has no effect: assign or return it": 1}  # at the token, by priority
+_TOKEN_RULES = {"duplicate_parameter": 0, "code_after_return": 0, "chained_assignment": 1, "return_without_value": 1,
+                "expression_statement": 1}  # at the token, by priority
 _TOKEN_TOP = max(_rank(m, p) for m, p in _TOKEN_RULES.items()) + 1
 _TOKEN_CODE = {m: _TOKEN_TOP - _rank(m, p) for m, p in _TOKEN_RULES.items()}
 assert max(_TOKEN_CODE.values()) < 256
-_EXPR_CODE = {m: 128 - _cm(m) for _, m in MESSAGES}  # at the node's first token, priority 3 + depth
-assert _EXPR_CODE["not a builtin function"] > _EXPR_CODE["wrong number of arguments for this builtin"]
+_EXPR_CODE = {m: 128 - _cm(m) for m in DIAGNOSTICS}  # at the node's first token, priority 3 + depth
+assert _EXPR_CODE["unknown_function"] > _EXPR_CODE["arity"]
 
 
 def _name_slots(device):
@@ -121,15 +115,15 @@ def _name_slots(device):
         spare = next(k for k, sl in zip(keys, slots) if sl != 0)  # for empty slots
         key_col = [spare if sl != slots[keys.index(spare)] else keys[0] for sl in range(256)]
         info_col, arity_col = [0] * 256, [0] * 256
-        undefined, not_builtin = _EXPR_CODE["name is not defined"], _EXPR_CODE["not a builtin function"]
+        undefined, not_builtin = _EXPR_CODE["unknown_name"], _EXPR_CODE["unknown_function"]
         for n, k, sl in zip(names, keys, slots):
             b = spec.BUILTINS.get(n)
             const = CONSTANT_NAMES.index(n) + 1 if n in spec.CONSTANTS else 0
             builtin = BUILTIN_NAMES.index(n) + 1 if b and not const else 0
             lo, hi = b.arity if builtin else (0, 9)
             assert hi < 9 or not builtin  # min(n, 9) = 9 is wrong for every builtin
-            as_value = 0 if const else _EXPR_CODE["this is a function: call it"]
-            as_callee = _EXPR_CODE["this is a constant, not a function"] if const else 0
+            as_value = 0 if const else _EXPR_CODE["function_as_value"]
+            as_callee = _EXPR_CODE["constant_called"] if const else 0
             assert builtin < 64
             key_col[sl] = k
             info_col[sl] = (as_value ^ undefined) | (as_callee ^ not_builtin) << 7 | const << 14 | builtin << 17
@@ -182,13 +176,13 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     token_code = torch.zeros((B, T), dtype=u8, device=dev)
     expr_code = torch.zeros((B, T), dtype=u8, device=dev)
 
-    def at_token(mask, message):
+    def at_token(mask, ident):
         nonlocal token_code
-        token_code = torch.maximum(token_code, mask.view(u8) * _TOKEN_CODE[message])
+        token_code = torch.maximum(token_code, mask.view(u8) * _TOKEN_CODE[ident])
 
-    def at_node(mask, message_or_codes):
+    def at_node(mask, ident_or_codes):
         nonlocal expr_code
-        code = _EXPR_CODE[message_or_codes] if isinstance(message_or_codes, str) else message_or_codes
+        code = _EXPR_CODE[ident_or_codes] if isinstance(ident_or_codes, str) else ident_or_codes
         expr_code = torch.maximum(expr_code, mask.view(u8) * code)
 
     # the header: def NAME ( [NAME {, NAME} [,]] ) : with the body on the next lines or after the colon
@@ -210,7 +204,7 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     syn_line = torch.where(header_bad, tk.line[:, 0], gather(tk.line, sfirst))
     syn_col = torch.where(header_bad, header_col, gather(tk.col, tr.syntax))
     syntax = header_bad | has_syntax
-    syntax_key = error_key(syn_line, syn_col, 0, KIND_CODES["syntax"], MSG["invalid syntax"])
+    syntax_key = error_key(syn_line, syn_col, 0, KIND_CODES[TABLE["python_syntax"].kind], PARSE_SYNTAX)
 
     # name resolution: one event per token, sorted by (the name hash's top 50 bits, time): references
     # (time 2p), parameters (2p + 1), assignment and aug targets (2 * end + 1); times < 2^13. Other
@@ -255,7 +249,7 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     bind_src = select(asg_target | aug_target, stmt_src.gather(1, sf), pos)
     ref_src = torch.cat([torch.full_like(bind_src[:, :1], -1), bind_src], 1).gather(1, bind_at.long())
     # a parameter bound before its own binding has a duplicate name (only parameters bind that early)
-    at_token(is_param & bind_at.bool(), "duplicate parameter")
+    at_token(is_param & bind_at.bool(), "duplicate_parameter")
 
     # follow aliases (`y = x` binds y to x's source) by pointer jumping: bound references and aug
     # targets point to their source, other tokens to themselves, so jumping ends at the alias
@@ -281,28 +275,28 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     value_attr = body & eq(ntype, N_ATTR) & ~tnode
     loose = (value_ref & ~bound) | value_attr
     const_name = (info >> 14).bitwise_and_(7).mul_(loose).sub_(1)  # constant index + 1 - 1
-    at_node(loose, ((info & 127) ^ _EXPR_CODE["name is not defined"]).to(u8))
+    at_node(loose, ((info & 127) ^ _EXPR_CODE["unknown_name"]).to(u8))
     # calls
     callee_bound = plain_call & bound.gather(1, callee_at)
-    at_node(callee_bound, "this is a variable here, not a function")
+    at_node(callee_bound, "variable_called")
     plain = calls & ~callee_bound
-    at_node(plain, (((info >> 7) & 127) ^ _EXPR_CODE["not a builtin function"]).to(u8))
+    at_node(plain, (((info >> 7) & 127) ^ _EXPR_CODE["unknown_function"]).to(u8))
     # (a name that misses its slot reads the slot's arities, harmless: it is not a builtin, an
     # error that comes first at the same node)
     n_args = tr.n_args.clamp(max=9)
     arity_bad = plain & take(slot_arity, slot).bitwise_right_shift_(n_args).bitwise_and_(1).to(u8).view(torch.bool)
-    at_node(arity_bad, "wrong number of arguments for this builtin")
-    at_node(body & eq(ntype, N_BIN) & tr.chained, "chained comparisons are not supported: use `and`")
-    at_node(body & eq(ntype, N_TUPLE) & ~tnode, "tuples are not supported")
+    at_node(arity_bad, "arity")
+    at_node(body & eq(ntype, N_BIN) & tr.chained, "chained_comparison")
+    at_node(body & eq(ntype, N_TUPLE) & ~tnode, "tuple")
     builtin = (info >> 17).mul_(calls & ~arity_bad).sub_(1)  # builtin index + 1 - 1
 
     # statements
     is_ret = first & eq(stmt_kind, 3)
     ret_first = first_true(is_ret)
-    at_token(first & (pos > torch.where(ret_first >= 0, ret_first, T)[:, None]), "code after return is never run")
-    at_token(first & eq(stmt_kind, 1) & (tr.n_targets > 1), "chained assignment: assign one name at a time")
-    at_token(is_ret & _neg(tr.stmt_value), "return needs a value")
-    at_token(first & eq(stmt_kind, 4), "an expression on its own has no effect: assign or return it")
+    at_token(first & (pos > torch.where(ret_first >= 0, ret_first, T)[:, None]), "code_after_return")
+    at_token(first & eq(stmt_kind, 1) & (tr.n_targets > 1), "chained_assignment")
+    at_token(is_ret & _neg(tr.stmt_value), "return_without_value")
+    at_token(first & eq(stmt_kind, 4), "expression_statement")
     doc_first = st.docstring & ~shift_right(st.docstring, False)
     last_stmt = (((first | doc_first) * (pos + 1)).amax(1) - 1).clamp(min=0).long()[:, None]  # 0 if none
     last_is_ret = first.gather(1, last_stmt) & (stmt_kind.gather(1, last_stmt) == 3)
@@ -314,10 +308,10 @@ def analyse(tk: Tokens, st: Structure, tr: Tree) -> Semantics:
     best = _decode(inv_place - _TOKEN_TOP, token_code)
     torch.maximum(best, _decode(expr_inv, expr_code), out=best)
     # an unbound aug target at itself, as an expression at depth 1
-    torch.maximum(best, (inv_place - _rank("name is not defined", 4)).mul_(aug_target & ~bound), out=best)
+    torch.maximum(best, (inv_place - _rank("unknown_name_augmented", 4)).mul_(aug_target & ~bound), out=best)
     bad_target = tnode & ~name_node  # target nodes (one per target atom) that are not plain names
-    torch.maximum(best, (ns_inv - _rank("can only assign to a plain name", 1)).mul_(bad_target), out=best)
-    inv_end = inv_place.gather(1, last_stmt)[:, 0] - _rank("the function must end with `return <expr>`", 2)
+    torch.maximum(best, (ns_inv - _rank("assignment_target", 1)).mul_(bad_target), out=best)
+    inv_end = inv_place.gather(1, last_stmt)[:, 0] - _rank("missing_return", 2)
     top = torch.maximum(best.amax(1), inv_end * end_bad)
 
     rank = (K0 - top).long()
