@@ -1,8 +1,8 @@
 """The traditional (data-parallel) compiler against the serial oracle: the design §5 contract.
 
-Byte-identical canonical text for valid programs; for invalid ones the same kind and line, and the
-same column unless it is a syntax error. The default run checks a fast subset; the full sweep of
->=100,000 valid and >=100,000 mutated programs runs with `-m slow` (or --runslow).
+Byte-identical canonical text for valid programs; for invalid ones the same kind, line, diagnostic
+and message, and the same column unless it is a syntax error. The default run checks a fast subset;
+the full sweep of >=100,000 valid and >=100,000 mutated programs runs with `-m slow` (or --runslow).
 """
 
 import dataclasses
@@ -29,10 +29,17 @@ def comparable(canonical: str) -> str:
     return canonical.rsplit(":", 1)[0] if canonical.startswith("error syntax") else canonical
 
 
+def worded(result) -> tuple | None:
+    """An error's diagnostic and message (both compilers state it in the same words: lang/diagnostics.py)."""
+    return (result.id, result.message) if isinstance(result, CompileError) else None
+
+
 def assert_agree(sources, device=None):
-    got = compile_batch(sources, mode="traditional", device=device).canonical()
-    want = compile_batch(sources, mode="serial").canonical()
-    bad = [(s, g, w) for s, g, w in zip(sources, got, want) if comparable(g) != comparable(w)]
+    trad = compile_batch(sources, mode="traditional", device=device)
+    ser = compile_batch(sources, mode="serial")
+    got, want = trad.canonical(), ser.canonical()
+    bad = [(s, g, w, worded(a), worded(b)) for s, g, w, a, b in zip(sources, got, want, trad, ser)
+           if comparable(g) != comparable(w) or worded(a) != worded(b)]
     assert not bad, f"{len(bad)} of {len(sources)} disagree; first: {bad[0]!r}"
     return got
 
