@@ -24,12 +24,12 @@ op produces is the CPU's (and unspecified by IEEE 754): copysign(x, nan) shows i
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
