@@ -17,7 +17,7 @@ __all__ = ["BatchResult", "CompileError", "Counterexample", "Kernel", "Program",
 
 def load_ipython_extension(ip) -> None:
     """`%load_ext jupyter_gpuiter`: registers %%gpucompile and %gpuiter."""
-    from .magic import load_ipython_extension as load
+    from .front.magic import load_ipython_extension as load
 
     load(ip)
 

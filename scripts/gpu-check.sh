@@ -29,7 +29,7 @@ echo "gpu tests exit $?" >> "$OUT/gpu-tests.txt"
 bench() {  # bench NAME TIMEOUT SUITE ARGS...: one suite, its JSON under $OUT/NAME, its output in $OUT/bench-NAME.txt
   local name=$1 limit=$2
   shift 2
-  timeout "$limit" "$PY" -m jupyter_gpuiter.cli bench "$@" --device cuda --out "$OUT/$name" > "$OUT/bench-$name.txt" 2>&1
+  timeout "$limit" "$PY" -m jupyter_gpuiter.tools.cli bench "$@" --device cuda --out "$OUT/$name" > "$OUT/bench-$name.txt" 2>&1
 }
 bench compile-4096 45 compile --n 4096
 # programs/s on a GPU-sized batch by chunk size (no serial run: 65,536 programs cost it ~40 s), per pass

@@ -10,13 +10,13 @@ import sys
 import pytest
 import torch
 
-from jupyter_gpuiter.bench import compile as bench_compile
-from jupyter_gpuiter.bench.common import write_json
 from jupyter_gpuiter.compilers import traditional
 from jupyter_gpuiter.compilers.serial import compile_sources
 from jupyter_gpuiter.compilers.traditional import workers
 from jupyter_gpuiter.ir import Program
 from jupyter_gpuiter.lang.generate import generate_batch
+from jupyter_gpuiter.tools.bench import compile as bench_compile
+from jupyter_gpuiter.tools.bench.common import write_json
 
 PASSES = ["plan", "pack", "lex", "regroup", "rules", "parse", "semantic", "exact", "codegen"]
 
@@ -67,7 +67,7 @@ def test_variants_are_measured_in_rounds(monkeypatch, capsys):
 
 
 def test_cli_writes_json(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "jupyter_gpuiter.cli", "bench", "compile", "--n", "16", "--repeats", "1",
+    r = subprocess.run([sys.executable, "-m", "jupyter_gpuiter.tools.cli", "bench", "compile", "--n", "16", "--repeats", "1",
                         "--device", "cpu", "--out", str(tmp_path)], capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr
     report = json.loads((tmp_path / "compile.json").read_text())
@@ -81,7 +81,7 @@ def test_cli_writes_json(tmp_path):
                                   ["--held-out", "0"], ["--samples", "0"], ["--iterations", "0"], ["--tests", "0"],
                                   ["--candidates", "0"]])
 def test_bench_counts_below_one_are_usage_errors(args, capsys):
-    from jupyter_gpuiter import cli
+    from jupyter_gpuiter.tools import cli
 
     with pytest.raises(SystemExit) as info:
         cli.main(["bench", "compile", *args])
@@ -116,7 +116,7 @@ def test_write_json_replaces_a_symlink_instead_of_writing_through_it(tmp_path):
 
 
 def test_bench_cli_never_writes_through_a_symlinked_result(tmp_path, monkeypatch, capsys):
-    from jupyter_gpuiter import cli
+    from jupyter_gpuiter.tools import cli
 
     def fake_run(n, seed, device, repeats, json_path):  # the suite, without its minutes of timing
         write_json({"suite": "compile", "n": n}, json_path)
@@ -133,7 +133,7 @@ def test_bench_cli_never_writes_through_a_symlinked_result(tmp_path, monkeypatch
 
 
 def test_bench_cli_refuses_an_unusable_results_folder_before_running(tmp_path, monkeypatch, capsys):
-    from jupyter_gpuiter import cli
+    from jupyter_gpuiter.tools import cli
 
     ran = []
     monkeypatch.setattr(bench_compile, "run", lambda **kw: ran.append(kw))

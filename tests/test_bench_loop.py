@@ -3,8 +3,8 @@ they measured; the loop's paths must agree on every verdict (the suite raises ot
 
 import json
 
-from jupyter_gpuiter.bench import SUITES, crossover, loop
-from jupyter_gpuiter.cli import main
+from jupyter_gpuiter.tools.bench import SUITES, crossover, loop
+from jupyter_gpuiter.tools.cli import main
 
 
 def test_loop_suite_times_every_path_and_checks_their_verdicts(tmp_path):

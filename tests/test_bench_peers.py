@@ -14,9 +14,10 @@ import torch
 
 from jupyter_gpuiter import compile as gi_compile
 from jupyter_gpuiter import compilers
-from jupyter_gpuiter.bench import SUITES
-from jupyter_gpuiter.bench.peer_kernels import KERNELS
-from jupyter_gpuiter.bench.peers import (
+from jupyter_gpuiter.runtime.device import resolve
+from jupyter_gpuiter.tools.bench import SUITES
+from jupyter_gpuiter.tools.bench.peer_kernels import KERNELS
+from jupyter_gpuiter.tools.bench.peers import (
     BUG_FACTOR,
     PEERS,
     cuda_program,
@@ -26,8 +27,7 @@ from jupyter_gpuiter.bench.peers import (
     run,
     table_rows,
 )
-from jupyter_gpuiter.cli import main
-from jupyter_gpuiter.runtime.device import resolve
+from jupyter_gpuiter.tools.cli import main
 
 CPU = resolve("cpu")
 

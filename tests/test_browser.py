@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_gpuiter.kernel import install as install_mod
+from jupyter_gpuiter.front.jupyter_kernel import install as install_mod
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = os.environ.get("GPUITER_CHROMIUM", "/usr/bin/chromium")

@@ -13,7 +13,7 @@ import jupyter_gpuiter as gi
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "jupyter_gpuiter.cli", *args], capture_output=True, text=True, check=False)
+    return subprocess.run([sys.executable, "-m", "jupyter_gpuiter.tools.cli", *args], capture_output=True, text=True, check=False)
 
 
 def test_cli_emits_ir_for_gelu(root):
@@ -77,7 +77,7 @@ GELU = "def gelu(x):\n    return 0.5 * x * (1.0 + tanh(0.7978845608 * (x + 0.044
 
 
 def test_cli_compiles_a_file_that_starts_with_a_byte_order_mark(tmp_path, capsys):
-    from jupyter_gpuiter import cli
+    from jupyter_gpuiter.tools import cli
 
     plain, bom = tmp_path / "plain.py", tmp_path / "bom.py"
     plain.write_bytes(GELU.encode())
@@ -95,8 +95,8 @@ def test_cli_compiles_a_file_that_starts_with_a_byte_order_mark(tmp_path, capsys
 
 
 def test_cli_refuses_a_file_over_the_size_limit_without_reading_it_whole(tmp_path, capsys):
-    from jupyter_gpuiter import cli
     from jupyter_gpuiter.lang import spec
+    from jupyter_gpuiter.tools import cli
 
     limit = spec.MAX_SOURCE_BYTES
     body = "def f(x):\n    return x\n"
@@ -137,8 +137,8 @@ class _EndlessFile:
 
 
 def test_cli_reads_at_most_the_limit_and_a_few_bytes(monkeypatch, capsys):
-    from jupyter_gpuiter import cli
     from jupyter_gpuiter.lang import spec
+    from jupyter_gpuiter.tools import cli
 
     endless = _EndlessFile()
     monkeypatch.setattr(cli, "open", lambda *a, **k: endless, raising=False)

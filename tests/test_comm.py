@@ -10,7 +10,7 @@ from kernel_client import iopub_until_idle
 from test_kernel import gpuiter_jupyter_path, gpuiter_kernel  # noqa: F401 - fixtures
 
 import jupyter_gpuiter as gi
-from jupyter_gpuiter import comm
+from jupyter_gpuiter.front import comm
 from jupyter_gpuiter.lang.errors import CompileError
 
 VERDICT_FIELDS = {"type", "version", "name", "mode", "passed", "exhaustive", "tests", "failures", "epsilon", "delta",

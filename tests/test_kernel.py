@@ -36,8 +36,8 @@ from jupyter_client.manager import start_new_kernel
 from kernel_client import iopub_until_idle
 
 import jupyter_gpuiter
-from jupyter_gpuiter.kernel import install as install_mod
-from jupyter_gpuiter.kernel.spec import KERNEL_NAME, RESOURCES, kernel_json
+from jupyter_gpuiter.front.jupyter_kernel import install as install_mod
+from jupyter_gpuiter.front.jupyter_kernel.spec import KERNEL_NAME, RESOURCES, kernel_json
 
 OUTPUT_TYPES = ("stream", "execute_result", "display_data", "update_display_data", "error", "clear_output")
 START_TIMEOUT = 60
@@ -126,7 +126,7 @@ def test_static_kernel_json_is_kernel_json():
     shipped = json.loads((RESOURCES / "kernel.json").read_text(encoding="utf-8"))
     assert shipped == kernel_json()
     assert shipped["argv"][0] == "python"  # no build-time interpreter path in the wheel
-    assert shipped["argv"][1:] == ["-m", "jupyter_gpuiter.kernel", "-f", "{connection_file}"]
+    assert shipped["argv"][1:] == ["-m", "jupyter_gpuiter.front.jupyter_kernel", "-f", "{connection_file}"]
     assert shipped["display_name"] == "gpuiter (Python 3)" and shipped["language"] == "python"
     png = (RESOURCES / "logo-64x64.png").read_bytes()
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and png[16:24] == (64).to_bytes(4, "big") * 2
@@ -137,8 +137,8 @@ def test_wheel_ships_the_spec_as_shared_data(root):
 
     with open(root / "pyproject.toml", "rb") as f:
         shared = tomllib.load(f)["tool"]["hatch"]["build"]["targets"]["wheel"]["shared-data"]
-    assert shared["jupyter_gpuiter/kernel/resources"] == "share/jupyter/kernels/gpuiter"
-    assert (root / "jupyter_gpuiter/kernel/resources").resolve() == RESOURCES
+    assert shared["jupyter_gpuiter/front/jupyter_kernel/resources"] == "share/jupyter/kernels/gpuiter"
+    assert (root / "jupyter_gpuiter/front/jupyter_kernel/resources").resolve() == RESOURCES
 
 
 def test_install_prefix_and_user(tmp_path, monkeypatch):
@@ -169,7 +169,7 @@ def test_install_sys_prefix_keeps_plain_python(tmp_path, monkeypatch):
 
 
 def test_cli_install_kernel(tmp_path, monkeypatch, capsys):
-    from jupyter_gpuiter.cli import main
+    from jupyter_gpuiter.tools.cli import main
 
     assert main(["install-kernel", "--prefix", str(tmp_path)]) == 0
     dest = tmp_path / "share" / "jupyter" / "kernels" / "gpuiter"
@@ -231,10 +231,8 @@ def test_session_is_preloaded(gpuiter_kernel, execute):
 
 
 def test_extension_is_preloaded(gpuiter_kernel, execute):
-    import importlib
-
     try:
-        magic = importlib.import_module("jupyter_gpuiter.magic")
+        from jupyter_gpuiter.front import magic
     except ImportError:
         magic = None
     has_extension = any(hasattr(m, "load_ipython_extension") for m in (jupyter_gpuiter, magic))

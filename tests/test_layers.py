@@ -1,46 +1,101 @@
-"""The package's layers import downward only (DESIGN.md §3): no module imports from a layer above it."""
+"""The floor plan (docs/architecture.md): the package's layers import downward only, no module is shadowed by
+a name of its package, and the front reaches the rest through the Session, the public face and theory."""
 
 import ast
 from pathlib import Path
 
+import pytest
+
 import jupyter_gpuiter
 
 PACKAGE = Path(jupyter_gpuiter.__file__).parent
-LAYERS = ["lang", "ir", "runtime", "verify", "compilers", "theory", "resident",
-          {"magic", "comm", "kernel", "widgets"}, {"cli", "bench"}]
+#: bottom to top; each top-level module or folder of the package imports only from its own layer and those before it.
+#: The package's face (__init__.py) re-exports the session layer: importing from it is importing from "session".
+LAYERS = ["lang", "ir", "runtime", "verify", "compilers", "theory", "resident", "front", "tools"]
+FACE = "__init__"
 
 
 def layer_of(part: str) -> int:
-    for i, layer in enumerate(LAYERS):
-        if part == layer or (isinstance(layer, set) and part in layer):
-            return i
-    raise AssertionError(f"{part!r} is in no layer: add it to LAYERS (and to the design's order)")
+    if part == FACE:
+        return LAYERS.index("resident")
+    if part not in LAYERS:
+        raise AssertionError(f"{part!r} is in no layer: add it to LAYERS (and to docs/architecture.md)")
+    return LAYERS.index(part)
 
 
-def imported_parts(path: Path):
+def module_name(path: Path) -> list[str]:
+    """The module's dotted name under the package, as parts ([] for the package's face)."""
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    return parts[:-1] if parts[-1] == "__init__" else parts
+
+
+def imports(path: Path):
+    """(line, dotted target under the package as parts) of each import of the package in `path`: a module, or
+    for a name imported from a package, the submodule of that name if there is one, else the package."""
     tree = ast.parse(path.read_text())
-    rel = path.relative_to(PACKAGE).with_suffix("").parts
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    package = parts[:-1]  # the package the module is in (a package's __init__ is in itself)
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level:
-            base = list(rel[: len(rel) - node.level])
-            target = base + (node.module.split(".") if node.module else [])
-            for alias in node.names if not target else node.names[:1]:
-                name = target[0] if target else alias.name
-                if not target and not (PACKAGE / name).exists() and not (PACKAGE / f"{name}.py").exists():
-                    name = "lang" if name == "__version__" else "cli"  # the package root re-exports the top
-                yield node.lineno, name
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("jupyter_gpuiter."):
-            yield node.lineno, node.module.split(".")[1]
+        if isinstance(node, ast.ImportFrom):
+            module = (node.module or "").split(".") if node.module else []
+            if node.level:
+                target = package[: len(package) - (node.level - 1)] + module
+            elif module[:1] == ["jupyter_gpuiter"]:
+                target = module[1:]
+            else:
+                continue
+            for alias in node.names:
+                sub = PACKAGE.joinpath(*target, alias.name)
+                yield node.lineno, target + [alias.name] if sub.with_suffix(".py").exists() or sub.is_dir() else target
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "jupyter_gpuiter":
+                    yield node.lineno, alias.name.split(".")[1:]
+
+
+def package_files():
+    return sorted(p for p in PACKAGE.rglob("*.py") if "labextension" not in p.parts)
 
 
 def test_imports_go_downward():
     bad = []
-    for path in PACKAGE.rglob("*.py"):
-        parts = path.relative_to(PACKAGE).with_suffix("").parts
-        if parts[0] == "__init__":
+    for path in package_files():
+        name = module_name(path)
+        if not name:
             continue  # the package's face imports from every layer
-        own = layer_of(parts[0])
-        for line, part in imported_parts(path):
-            if part != parts[0] and layer_of(part) > own:
-                bad.append(f"{path.relative_to(PACKAGE)}:{line} imports {part} (layer {layer_of(part)} > {own})")
+        own = layer_of(name[0])
+        for line, target in imports(path):
+            part = target[0] if target else FACE
+            if part != name[0] and layer_of(part) > own:
+                bad.append(f"{path.relative_to(PACKAGE)}:{line} imports {'.'.join(target) or 'the face'} "
+                           f"(layer {layer_of(part)} > {own})")
+    assert not bad, "\n".join(bad)
+
+
+def test_every_top_level_module_is_in_a_layer():
+    tops = {p.stem for p in PACKAGE.glob("*.py") if p.stem != FACE} | {
+        p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert tops == set(LAYERS)
+
+
+#: the front's only doors: the Session's module, the package's face (the names its __init__ re-exports) and theory
+FRONT_DOORS = (["resident"], [], ["theory"])
+
+
+def front_violations() -> list[str]:
+    bad = []
+    for path in package_files():
+        name = module_name(path)
+        if not name or name[0] != "front":
+            continue
+        for line, target in imports(path):
+            if target[:1] == ["front"] or any(target == door for door in FRONT_DOORS):
+                continue
+            bad.append(f"{path.relative_to(PACKAGE)}:{line} imports jupyter_gpuiter.{'.'.join(target)}")
+    return bad
+
+
+@pytest.mark.xfail(strict=True, reason="the Session-as-only-door step (issue 25 item 1) is next")
+def test_the_front_reaches_only_the_session_the_face_and_theory():
+    bad = front_violations()
     assert not bad, "\n".join(bad)

@@ -92,7 +92,7 @@ def test_line_magic(ip, capsys):
 def test_comm_messages_are_json_and_match_the_protocol():
     import json
 
-    from jupyter_gpuiter import comm
+    from jupyter_gpuiter.front import comm
 
     v = gi.verify("def f(x):\n    return x + 1\n", "def f(x):\n    return x\n", tests=200)
     msg = json.loads(json.dumps(comm.verdict_message("f", "traditional", v, {"compile": 0.1})))

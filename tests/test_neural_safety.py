@@ -9,11 +9,11 @@ import pytest
 import torch
 
 import jupyter_gpuiter as gi
-from jupyter_gpuiter import cli
 from jupyter_gpuiter.compilers import neural
 from jupyter_gpuiter.compilers.neural import CHECKPOINT, load_model, read_checkpoint
 from jupyter_gpuiter.compilers.neural.model import ModelConfig, Seq2Seq
 from jupyter_gpuiter.compilers.neural.train import TrainConfig, export, make_dataset, save_data, train, write_card
+from jupyter_gpuiter.tools import cli
 
 SRC = "def f(x):\n    return x * 2 + 1\n"
 TINY = ModelConfig(d_model=16, heads=2, encoder_layers=1, decoder_layers=1, ff=32)

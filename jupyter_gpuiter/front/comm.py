@@ -85,7 +85,7 @@ def _on_msg(msg) -> None:
     if _comm is None:
         return
     try:
-        from .resident import session
+        from ..resident import session
 
         _comm.send(history_message())
         _comm.send(status_message(session()))

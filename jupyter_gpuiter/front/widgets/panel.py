@@ -13,8 +13,8 @@ import math
 import ipywidgets as W
 import plotly.graph_objects as go
 
-from ..lang.errors import CompileError
-from ..verify.verdict import Verdict
+from ...lang.errors import CompileError
+from ...verify.verdict import Verdict
 
 __all__ = ["GAUGE_MAX", "VerificationPanel"]
 

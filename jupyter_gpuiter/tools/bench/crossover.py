@@ -5,10 +5,10 @@ faster at every larger size measured. compilers.AUTO_CROSSOVER_CPU holds the fig
 
 from __future__ import annotations
 
-from ..compilers import AUTO_CROSSOVER_CPU, compile_batch
-from ..compilers import traditional as traditional_compiler
-from ..lang.generate import generate_batch
-from ..runtime.device import resolve
+from ...compilers import AUTO_CROSSOVER_CPU, compile_batch
+from ...compilers import traditional as traditional_compiler
+from ...lang.generate import generate_batch
+from ...runtime.device import resolve
 from .common import alternating, machine, write_json
 
 SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)

@@ -14,14 +14,14 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
+from ..compilers import DEFAULT_MODE, MODES, REFERENCE_MODES
+from ..compilers.traditional import workers as compile_workers
+from ..lang.errors import CompileError
+from ..lang.python_semantics import numpy_reference
+from ..resident import session
+from ..runtime.kernel import DTYPES, Kernel
+from ..verify.confidence import tests_needed
 from . import comm
-from .compilers import DEFAULT_MODE, MODES, REFERENCE_MODES
-from .compilers.traditional import workers as compile_workers
-from .lang.errors import CompileError
-from .lang.python_semantics import numpy_reference
-from .resident import session
-from .runtime.kernel import DTYPES, Kernel
-from .verify.confidence import tests_needed
 
 
 def _has_widgets() -> bool:

@@ -16,17 +16,17 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ..compilers import hybrid, traditional
-from ..compilers.neural import load_model, model_card, sample_candidates
-from ..compilers.neural.train import make_dataset
-from ..compilers.serial import compile_sources
-from ..ir import Program
-from ..runtime.device import resolve
-from ..theory import CostModel, pass_at_k_unbiased
+from ...compilers import hybrid, traditional
+from ...compilers.neural import load_model, model_card, sample_candidates
+from ...compilers.neural.train import make_dataset
+from ...compilers.serial import compile_sources
+from ...ir import Program
+from ...runtime.device import resolve
+from ...theory import CostModel, pass_at_k_unbiased
 from .common import machine, write_json
-from .kernels import NODES30
+from .sample_sources import NODES30
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "kernels"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "kernels"
 BUCKETS = (40, 80, 120, 160)
 
 

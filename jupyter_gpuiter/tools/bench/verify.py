@@ -8,11 +8,11 @@ import sys
 import textwrap
 import time
 
-from ..resident import Session
-from ..runtime.device import resolve
-from ..verify.confidence import tests_needed
+from ...resident import Session
+from ...runtime.device import resolve
+from ...verify.confidence import tests_needed
 from .common import machine, timed, write_json
-from .kernels import NODES30, NODES30_REF
+from .sample_sources import NODES30, NODES30_REF
 
 EPS, DELTA = 1e-4, 1e-3
 

@@ -1,7 +1,7 @@
 """The `gpuiter` Jupyter kernel (design §9): an IPython kernel with the jupyter_gpuiter extension and
 Session preloaded, its kernelspec and its installer.
 
-    python -m jupyter_gpuiter.kernel -f CONNECTION_FILE   # what the kernelspec runs
+    python -m jupyter_gpuiter.front.jupyter_kernel -f CONNECTION_FILE   # what the kernelspec runs
     gpuiter install-kernel [--user|--sys-prefix]          # install the spec (the wheel also ships it)
 
 `GpuiterKernel` is imported lazily so that the spec and the installer do not load ipykernel.

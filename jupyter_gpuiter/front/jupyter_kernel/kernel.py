@@ -34,7 +34,7 @@ import time
 from ipykernel.ipkernel import IPythonKernel
 from traitlets import List, Unicode
 
-from .. import __version__
+from ... import __version__
 
 _cuda_lock = threading.Lock()
 _cuda: bool | None = None
@@ -46,7 +46,7 @@ def cuda_available() -> bool:
     with _cuda_lock:
         if _cuda is None:
             try:
-                from ..runtime.device import cuda_available as detect
+                from ...runtime.device import cuda_available as detect
 
                 _cuda = bool(detect())
             except Exception:  # noqa: BLE001 - a broken CUDA/torch install means "no CUDA", not a dead kernel
@@ -67,7 +67,7 @@ class GpuiterKernel(IPythonKernel):
     implementation_version = __version__
 
     gpuiter_extensions = List(
-        Unicode(), default_value=["jupyter_gpuiter", "jupyter_gpuiter.magic"],
+        Unicode(), default_value=["jupyter_gpuiter", "jupyter_gpuiter.front.magic"],
         help="Modules tried in order for load_ipython_extension; the first that loads wins.",
     ).tag(config=True)
 
@@ -134,13 +134,13 @@ class GpuiterKernel(IPythonKernel):
             device = "cpu"
             self._warn(f"warming up CUDA failed: {type(e).__name__}: {e}")
         try:
-            from ..compilers import traditional
+            from ...compilers import traditional
 
             traditional.warm_up(device)  # (~0.2 s the first %%gpucompile would wait; idempotent if a cell races it)
         except Exception as e:  # noqa: BLE001
             self._warn(f"warming up the traditional compiler failed: {type(e).__name__}: {e}")
         try:
-            from ..runtime import fused
+            from ...runtime import fused
 
             fused.warm_up()  # the evaluator from numba's disk cache (~1 s; its first build on a machine ~1 min)
         except Exception as e:  # noqa: BLE001

@@ -11,12 +11,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..compilers import compile_batch
-from ..runtime import fused, vm
-from ..runtime.device import resolve
-from ..runtime.render import torch_function
+from ...compilers import compile_batch
+from ...runtime import fused, vm
+from ...runtime.device import resolve
+from ...runtime.render import torch_function
 from .common import alternating, machine, write_json
-from .kernels import NODES30
+from .sample_sources import NODES30
 
 
 def run(device=None, n_inputs: int = 1_000_000, n_candidates: int = 1000, repeats: int = 3,

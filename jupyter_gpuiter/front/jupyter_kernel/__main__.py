@@ -1,4 +1,4 @@
-"""`python -m jupyter_gpuiter.kernel -f {connection_file}`: launch the gpuiter kernel (what kernel.json runs)."""
+"""`python -m jupyter_gpuiter.front.jupyter_kernel -f {connection_file}`: launch the gpuiter kernel (what kernel.json runs)."""
 
 import faulthandler
 import os
@@ -17,6 +17,6 @@ if __name__ == "__main__":
 
     from ipykernel.kernelapp import IPKernelApp
 
-    from jupyter_gpuiter.kernel.kernel import GpuiterKernel
+    from jupyter_gpuiter.front.jupyter_kernel.kernel import GpuiterKernel
 
     IPKernelApp.launch_instance(kernel_class=GpuiterKernel)

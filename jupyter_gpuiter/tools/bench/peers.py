@@ -31,10 +31,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .. import compilers
-from ..resident import Session
-from ..runtime.device import resolve
-from ..verify.confidence import tests_needed
+from ... import compilers
+from ...resident import Session
+from ...runtime.device import resolve
+from ...verify.confidence import tests_needed
 from .common import machine, write_json
 from .peer_kernels import KERNELS, NUMPY_PRELUDE, PeerKernel
 

@@ -27,8 +27,8 @@ def _read_source(path: str) -> str:
     the language's size limit is read (and a few bytes more, to tell a larger file): a huge file or
     /dev/zero is a too-large error, not a read until memory runs out. Raises OSError, UnicodeDecodeError,
     or CompileError (too-large)."""
-    from .lang import spec
-    from .lang.diagnostics import error
+    from ..lang import spec
+    from ..lang.diagnostics import error
 
     limit = spec.MAX_SOURCE_BYTES
     with open(path, "rb") as f:
@@ -40,8 +40,8 @@ def _read_source(path: str) -> str:
 
 
 def _compile(args) -> int:
-    from . import compile_batch
-    from .lang.errors import CompileError
+    from .. import compile_batch
+    from ..lang.errors import CompileError
 
     try:
         source = _read_source(args.file)
@@ -137,7 +137,7 @@ def _run_suites(args, suites) -> int:
 
 
 def _train_neural(args) -> int:
-    from .compilers.neural.train import TrainConfig, export, train
+    from ..compilers.neural.train import TrainConfig, export, train
 
     cfg = TrainConfig(examples=args.examples, steps=args.steps, minutes=args.minutes, data_seed=args.data_seed,
                       eval_every=args.eval_every, threads=args.threads)
@@ -153,7 +153,7 @@ def _train_neural(args) -> int:
 
 
 def _install_kernel(args) -> int:
-    from .kernel.install import install
+    from ..front.jupyter_kernel.install import install
 
     try:
         path = install(user=not (args.sys_prefix or args.prefix is not None), sys_prefix=args.sys_prefix, prefix=args.prefix)
@@ -165,7 +165,7 @@ def _install_kernel(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .compilers import MODES
+    from ..compilers import MODES
 
     parser = argparse.ArgumentParser(prog="gpuiter", description="Compile, verify and benchmark kernels.")
     sub = parser.add_subparsers(dest="command", required=True)

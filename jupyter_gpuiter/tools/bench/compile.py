@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import torch
 
-from ..compilers import traditional
-from ..compilers.serial import compile_sources
-from ..compilers.traditional import workers
-from ..lang.generate import generate_batch
-from ..runtime.device import resolve
-from ..verify.confidence import as_count
+from ...compilers import traditional
+from ...compilers.serial import compile_sources
+from ...compilers.traditional import workers
+from ...lang.generate import generate_batch
+from ...runtime.device import resolve
+from ...verify.confidence import as_count
 from .common import alternating, machine, write_json
 
 

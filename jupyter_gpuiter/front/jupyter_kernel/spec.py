@@ -24,7 +24,7 @@ RESOURCES = Path(__file__).resolve().parent / "resources"
 def kernel_json(executable: str = "python") -> dict:
     """The kernel.json dict; `executable` is argv[0] ("python" = the launching server's interpreter)."""
     return {
-        "argv": [executable, "-m", "jupyter_gpuiter.kernel", "-f", "{connection_file}"],
+        "argv": [executable, "-m", "jupyter_gpuiter.front.jupyter_kernel", "-f", "{connection_file}"],
         "display_name": DISPLAY_NAME,
         "language": "python",
         # Same as ipykernel's own spec: the kernel is an IPythonKernel, so the JupyterLab debugger
