@@ -33,8 +33,8 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
 
-from .verify.confidence import as_count, as_probability, tests_needed
-from .verify.confidence import false_accept_risk as _false_accept_risk
+from .verification.confidence import as_count, as_probability, tests_needed
+from .verification.confidence import false_accept_risk as _false_accept_risk
 
 __all__ = [
     "MODES",

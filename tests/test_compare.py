@@ -1,14 +1,14 @@
 """On-device comparison: tolerances, nan/inf semantics, error reductions, ULP distance, trivial references."""
 
 import math
-import sys
 
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jupyter_gpuiter.verify.compare import compare, default_tolerances, trivial_reference, ulp_distance
+from jupyter_gpuiter.verification import compare as compare_module
+from jupyter_gpuiter.verification.compare import compare, default_tolerances, trivial_reference, ulp_distance
 
 DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 INF, NAN = math.inf, math.nan
@@ -299,7 +299,7 @@ def test_ordinary_references_not_flagged():
 def test_trivial_reference_in_blocks_says_what_it_says_in_one(values, monkeypatch):
     """Outputs are read in blocks (bounded temporaries for any count): the verdict is the same."""
     whole = trivial_reference(values)
-    monkeypatch.setattr(sys.modules["jupyter_gpuiter.verify.compare"], "TRIVIAL_BLOCK", 1000)
+    monkeypatch.setattr(compare_module, "TRIVIAL_BLOCK", 1000)
     assert trivial_reference(values) == whole
 
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jupyter_gpuiter.verify import confidence as C
+from jupyter_gpuiter.verification import confidence as C
 
 SETTINGS = settings(max_examples=150, deadline=None)
 

@@ -8,7 +8,7 @@
 - each transcendental op alone over all special values and many random values: within a small ULP bound of
   torch (C library vs SLEEF), and the same class of result (nan, ±inf, ±0, finite) — unless torch is the one
   that is off (then fused must agree with a float64 NumPy oracle rounded to the dtype).
-- fused.compare against verify/compare.py on the same outputs: failures, first failure, max abs/rel/ULP
+- fused.compare against verification/compare.py on the same outputs: failures, first failure, max abs/rel/ULP
   errors, with stop_early on and off, and with the tiles split across lanes.
 - verdicts (pass/fail, first failing input) of the fused path and of vm.run + compare for generated
   candidate/reference pairs.
@@ -33,8 +33,8 @@ from jupyter_gpuiter.lang.spec import IR_OP_INDEX
 from jupyter_gpuiter.runtime import fused, vm
 from jupyter_gpuiter.runtime.reference import NUMPY_OPS
 from jupyter_gpuiter.runtime.render import TORCH_DTYPES
-from jupyter_gpuiter.verify.compare import compare, default_tolerances
-from jupyter_gpuiter.verify.pools import special_values
+from jupyter_gpuiter.verification.compare import compare, default_tolerances
+from jupyter_gpuiter.verification.pools import special_values
 
 DTYPES = ("float16", "bfloat16", "float32", "float64")
 SWEEP = 2000  # generated programs per dtype in the default run (the same programs in every dtype)

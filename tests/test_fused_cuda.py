@@ -26,7 +26,7 @@ from jupyter_gpuiter import compile_batch
 from jupyter_gpuiter.lang import generate, spec
 from jupyter_gpuiter.runtime import fused, fused_cuda
 from jupyter_gpuiter.runtime.cuda import NVRTC_OPTIONS, nvrtc_compile
-from jupyter_gpuiter.verify.compare import default_tolerances
+from jupyter_gpuiter.verification.compare import default_tolerances
 
 N = 3100  # four tiles, the last of 28 inputs
 

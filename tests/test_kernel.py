@@ -220,7 +220,7 @@ def test_session_is_preloaded(gpuiter_kernel, execute):
         assert time.monotonic() < deadline, f"Session not preloaded: {g}"
         time.sleep(0.1)
     assert not [w for w in g["warnings"] if "extension" not in w], g
-    status, outputs = execute("import jupyter_gpuiter\nprint(jupyter_gpuiter.session().device.type)")
+    status, outputs = execute("import jupyter_gpuiter\nprint(jupyter_gpuiter.current_session().device.type)")
     assert status == "ok", outputs
     assert stdout(outputs) == expected_device() + "\n"
     # and the traditional compiler's tables were built there before the Session, not in the first cell

@@ -11,13 +11,13 @@ import jupyter_gpuiter
 PACKAGE = Path(jupyter_gpuiter.__file__).parent
 #: bottom to top; each top-level module or folder of the package imports only from its own layer and those before it.
 #: The package's face (__init__.py) re-exports the session layer: importing from it is importing from "session".
-LAYERS = ["lang", "ir", "runtime", "verify", "compilers", "theory", "resident", "front", "tools"]
+LAYERS = ["lang", "ir", "runtime", "verification", "compilers", "theory", "session", "front", "tools"]
 FACE = "__init__"
 
 
 def layer_of(part: str) -> int:
     if part == FACE:
-        return LAYERS.index("resident")
+        return LAYERS.index("session")
     if part not in LAYERS:
         raise AssertionError(f"{part!r} is in no layer: add it to LAYERS (and to docs/architecture.md)")
     return LAYERS.index(part)
@@ -79,7 +79,7 @@ def test_every_top_level_module_is_in_a_layer():
 
 
 #: the front's only doors: the Session's module, the package's face (the names its __init__ re-exports) and theory
-FRONT_DOORS = (["resident"], [], ["theory"])
+FRONT_DOORS = (["session"], [], ["theory"])
 
 
 def front_violations() -> list[str]:

@@ -63,7 +63,7 @@ def test_bad_options_are_one_line_usage_errors(ip, line, match):
 def test_hybrid_cell_records_its_path_and_verifies_against_a_trusted_compiler(ip, capsys):
     ip.run_cell_magic("gpucompile", "--mode hybrid --candidates 2 --tests 1000", GELU.replace("gelu", "hgelu"))
     assert "hgelu: PASS" in capsys.readouterr().out
-    compiles = [h for h in gi.session().history if h.kind == "compile" and h.name == "hgelu"]
+    compiles = [h for h in gi.current_session().history if h.kind == "compile" and h.name == "hgelu"]
     assert compiles[0].extra["mode"] == "hybrid" and compiles[0].extra["path"] in ("neural", "traditional")
     # the float64 reference: compiled by a checked compiler, never the model
     assert compiles[-1].extra["mode"] == "auto" and compiles[-1].extra["path"] in ("serial", "traditional")
@@ -73,7 +73,7 @@ def test_second_run_of_an_unchanged_cell_is_a_cache_hit(ip):
     cell = "def sq(x):\n    return x * x\n"
     ip.run_cell_magic("gpucompile", "--quiet --tests 100", cell)
     ip.run_cell_magic("gpucompile", "--quiet --tests 100", cell)
-    compiles = [h for h in gi.session().history
+    compiles = [h for h in gi.current_session().history
                 if h.kind == "compile" and h.name == "sq" and h.extra["dtype"] == "float32"]
     assert [h.cache_hit for h in compiles][-2:] == [False, True]
 
@@ -99,7 +99,7 @@ def test_comm_messages_are_json_and_match_the_protocol():
     assert msg["type"] == "verdict" and msg["passed"] is False and msg["counterexample"]["inputs"]
     assert set(msg) >= {"name", "mode", "passed", "exhaustive", "tests", "failures", "epsilon", "delta", "sentence",
                         "counterexample", "error", "seconds"}
-    status = json.loads(json.dumps(comm.status_message(gi.session())))
+    status = json.loads(json.dumps(comm.status_message(gi.current_session())))
     assert status["type"] == "status" and status["last"]["passed"] is False
     assert comm.send(status) is False  # no kernel here: dropped, not raised
 

@@ -129,8 +129,8 @@ def test_neural_mode_through_compile_batch():
 def test_the_session_keeps_one_resident_model():
     import jupyter_gpuiter as gi
 
-    model = gi.session().neural_model()
-    assert model is gi.session().neural_model() and not model.training
+    model = gi.current_session().neural_model()
+    assert model is gi.current_session().neural_model() and not model.training
 
 
 def test_input_size_limits_are_exact():

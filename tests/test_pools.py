@@ -1,12 +1,12 @@
 """Input pools: seeded generation on the device, domains, special values, memoisation, exhaustive mode."""
 
 import math
-import sys
 
 import pytest
 import torch
 
-from jupyter_gpuiter.verify.pools import (
+from jupyter_gpuiter.verification import pools
+from jupyter_gpuiter.verification.pools import (
     Domain,
     InputPool,
     as_domain,
@@ -209,7 +209,7 @@ def test_specials_spread_over_every_chunk():
 def test_long_rows_are_drawn_in_blocks_with_the_same_rules(dtype, monkeypatch):
     """A row longer than SAMPLE_BLOCK is drawn block by block (O(block) work memory): still deterministic,
     inside its domain, with its edges and specials, and each block drawn afresh from the row's generator."""
-    monkeypatch.setattr(sys.modules["jupyter_gpuiter.verify.pools"], "SAMPLE_BLOCK", 1000)
+    monkeypatch.setattr(pools, "SAMPLE_BLOCK", 1000)
     doms = [None, Domain(-5, 5), Domain(1e-3, 1e3, log=True)]
     a = make_inputs(3, 4500, dtype=dtype, domains=doms, seed=2, device="cpu")
     assert torch.equal(bits(a), bits(make_inputs(3, 4500, dtype=dtype, domains=doms, seed=2, device="cpu")))
@@ -220,7 +220,7 @@ def test_long_rows_are_drawn_in_blocks_with_the_same_rules(dtype, monkeypatch):
         assert not torch.equal(bits(a[row, :1000]), bits(a[row, 1000:2000]))
     # a row within one block is drawn as before, in one call
     small = make_inputs(3, 1000, dtype=dtype, domains=doms, seed=2, device="cpu")
-    monkeypatch.setattr(sys.modules["jupyter_gpuiter.verify.pools"], "SAMPLE_BLOCK", 1 << 22)
+    monkeypatch.setattr(pools, "SAMPLE_BLOCK", 1 << 22)
     assert torch.equal(bits(small), bits(make_inputs(3, 1000, dtype=dtype, domains=doms, seed=2, device="cpu")))
 
 

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 import jupyter_gpuiter as gi
 from jupyter_gpuiter import theory as T
-from jupyter_gpuiter.resident import Iteration
+from jupyter_gpuiter.session import Iteration
 from jupyter_gpuiter.theory import CostModel, calibrate, false_accept_risk, optimise, pass_at_k, pass_at_k_unbiased
-from jupyter_gpuiter.verify.verdict import Verdict
+from jupyter_gpuiter.verification.verdict import Verdict
 
 SETTINGS = settings(max_examples=100, deadline=None)
 

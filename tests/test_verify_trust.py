@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 import jupyter_gpuiter as gi
 from jupyter_gpuiter.ir import ProgramBatch
-from jupyter_gpuiter.verify import api
-from jupyter_gpuiter.verify.compare import default_tolerances
-from jupyter_gpuiter.verify.pools import exhaustive_inputs
+from jupyter_gpuiter.verification import api
+from jupyter_gpuiter.verification.compare import default_tolerances
+from jupyter_gpuiter.verification.pools import exhaustive_inputs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TORCH = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64}
@@ -92,7 +92,7 @@ def test_a_python_reference_receives_the_candidates_inputs(dtype):
 
     v = gi.verify(DOUBLE, reference, dtype=dtype, tests=3000, seed=5)
     assert v.passed
-    x = gi.session().pool.get(1, 3000, dtype, [None], 5)
+    x = gi.current_session().pool.get(1, 3000, dtype, [None], 5)
     assert seen[0].dtype == HOST[dtype]
     np.testing.assert_array_equal(seen[0], x[0].to(torch.float64).numpy().astype(HOST[dtype]))
 
@@ -132,7 +132,7 @@ def edge_values(dtype: str) -> torch.Tensor:
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
 @pytest.mark.parametrize("src", [SQUARE, DOUBLE, EXP])
 def test_a_correct_kernel_passes_against_its_float64_version(dtype, src, path):
-    reference = gi.session().compile(src, dtype="float64")  # what %%gpucompile checks against by default
+    reference = gi.current_session().compile(src, dtype="float64")  # what %%gpucompile checks against by default
     if dtype == "float32":
         v = gi.verify(src, reference, dtype=dtype, tests=20_000)
         assert v.passed, v.counterexample
@@ -404,7 +404,7 @@ def test_the_outputs_cache_and_verdicts_do_not_keep_pools_alive():
 MEMORY_SCRIPT = r"""
 import json, resource, sys, time
 import jupyter_gpuiter as gi
-from jupyter_gpuiter.verify import api
+from jupyter_gpuiter.verification import api
 G = "def f(x):\n    return x * 2\n"
 gi.verify(G, G, tests=100)
 gi.verify(G, lambda x: x * 2, tests=100)
@@ -430,9 +430,9 @@ for case in sys.argv[2:]:
             r = gi.verify(G, G, dtype="float16", tests=3 * 10 ** 8).passed
     except (ValueError, MemoryError, RuntimeError) as e:  # RuntimeError: torch could not allocate
         r = f"{type(e).__name__}: {e}"
-    gi.session().pool.clear()
-    if hasattr(gi.session(), "outputs"):
-        gi.session().outputs.clear()
+    gi.current_session().pool.clear()
+    if hasattr(gi.current_session(), "outputs"):
+        gi.current_session().outputs.clear()
     print(json.dumps({"case": case, "result": r, "seconds": time.perf_counter() - t0,
                       "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}), flush=True)
 """

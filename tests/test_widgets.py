@@ -14,9 +14,9 @@ from jupyter_gpuiter.front.widgets import HistoryPlot, TradeoffExplorer, Verific
 from jupyter_gpuiter.front.widgets import tradeoffs as TW
 from jupyter_gpuiter.front.widgets.history import COLD, RESIDENT
 from jupyter_gpuiter.front.widgets.panel import GAUGE_MAX
-from jupyter_gpuiter.resident import Iteration
+from jupyter_gpuiter.session import Iteration
 from jupyter_gpuiter.theory import MODES, CostModel, false_accept_risk, optimise
-from jupyter_gpuiter.verify.verdict import Counterexample, Verdict
+from jupyter_gpuiter.verification.verdict import Counterexample, Verdict
 
 PLUS_ONE = "def f(x):\n    return x + 1\n"
 IDENTITY = "def f(x):\n    return x\n"

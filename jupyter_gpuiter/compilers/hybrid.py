@@ -27,8 +27,8 @@ import torch
 from ..ir import Program, ProgramBatch
 from ..lang.errors import CompileError
 from ..runtime import vm
-from ..verify.compare import compare
-from ..verify.pools import make_inputs
+from ..verification.compare import compare
+from ..verification.pools import make_inputs
 from .neural import MAX_K, check_k, load_model, sample_candidates
 from .result import BatchResult
 

@@ -85,10 +85,10 @@ def _on_msg(msg) -> None:
     if _comm is None:
         return
     try:
-        from ..resident import session
+        from ..session import current_session
 
         _comm.send(history_message())
-        _comm.send(status_message(session()))
+        _comm.send(status_message(current_session()))
     except Exception:  # a reply that cannot be sent must not print a traceback
         logging.getLogger(__name__).debug("jupyter_gpuiter comm: could not answer sync", exc_info=True)
 

@@ -18,9 +18,9 @@ from ..compilers import DEFAULT_MODE, MODES, REFERENCE_MODES
 from ..compilers.traditional import workers as compile_workers
 from ..lang.errors import CompileError
 from ..lang.python_semantics import numpy_reference
-from ..resident import session
 from ..runtime.kernel import DTYPES, Kernel
-from ..verify.confidence import tests_needed
+from ..session import current_session
+from ..verification.confidence import tests_needed
 from . import comm
 
 
@@ -110,7 +110,7 @@ class GpuiterMagics(Magics):
         if not 0 < args.delta < 1 or not 0 < args.eps < 1:
             raise UsageError("--delta and --eps must be between 0 and 1")
         options = self._mode_options(args)
-        sess = session()
+        sess = current_session()
         t0 = time.perf_counter()
         try:
             kernel = sess.compile(cell, mode=args.mode, dtype=args.dtype, **options)
@@ -171,7 +171,7 @@ class GpuiterMagics(Magics):
             return numpy_reference(cell)
         if ref == "float64":  # a model-written program is checked against a compiler's, never its own kind
             trusted = args.mode if args.mode in REFERENCE_MODES else DEFAULT_MODE
-            return session().compile(cell, mode=trusted, dtype="float64")
+            return current_session().compile(cell, mode=trusted, dtype="float64")
         if ref not in self.shell.user_ns:
             raise UsageError(f"--ref {ref}: no such name in the namespace (use a Kernel, a NumPy callable, "
                              "'python' or 'float64')")
@@ -219,7 +219,7 @@ class GpuiterMagics(Magics):
         words = line.split()
         if not words or words[0] not in ("status", "tradeoffs", "history", "device"):
             raise UsageError("usage: %gpuiter status | tradeoffs | history | device cpu|cuda")
-        sess = session()
+        sess = current_session()
         if words[0] == "status":
             msg = comm.status_message(sess)
             comm.send(msg)

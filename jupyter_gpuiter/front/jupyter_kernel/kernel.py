@@ -9,7 +9,7 @@ Start-up costs what a plain IPython kernel costs plus importing the package (`ju
   kernel_info; the kernel stays usable as a plain IPython kernel.
 - in `start()`: a daemon thread detects the device and, with CUDA, creates the CUDA context (the
   slow part on a GPU machine), and builds the traditional compiler's tables there; it then schedules
-  the creation of the Session (`jupyter_gpuiter.session()`, with the neural model loaded on its
+  the creation of the Session (`jupyter_gpuiter.current_session()`, with the neural model loaded on its
   device) on the kernel's main
   loop, so the Session is only ever created on the thread that runs cells. A cell that needs it before that simply creates it itself.
 
@@ -54,9 +54,9 @@ def cuda_available() -> bool:
         return _cuda
 
 
-def current_session():
+def existing_session():
     """The Session if one exists, without creating it (None otherwise)."""
-    module = sys.modules.get("jupyter_gpuiter.resident")
+    module = sys.modules.get("jupyter_gpuiter.session")
     return getattr(module, "_current", None)
 
 
@@ -155,7 +155,7 @@ class GpuiterKernel(IPythonKernel):
         try:
             import jupyter_gpuiter
 
-            jupyter_gpuiter.session().neural_model()  # the model too, so a first hybrid cell does not wait
+            jupyter_gpuiter.current_session().neural_model()  # the model too, so a first hybrid cell does not wait
         except Exception as e:  # noqa: BLE001
             self._warn(f"creating the Session failed: {type(e).__name__}: {e}")
         self.gpuiter_preload_seconds = time.perf_counter() - t0
@@ -170,7 +170,7 @@ class GpuiterKernel(IPythonKernel):
                 "warnings": list(self.gpuiter_warnings)}
         try:
             cuda = cuda_available()
-            session = current_session()
+            session = existing_session()
             info["cuda"] = cuda
             info["session"] = session is not None
             info["device"] = str(session.device) if session is not None else ("cuda" if cuda else "cpu")
@@ -193,4 +193,4 @@ class GpuiterKernel(IPythonKernel):
             extra = "%%gpucompile and %gpuiter are loaded; "
         else:
             extra = "the jupyter_gpuiter extension is not loaded (see the kernel log); "
-        return f"{base}gpuiter {__version__} kernel: {extra}jupyter_gpuiter.session() is the resident Session.\n"
+        return f"{base}gpuiter {__version__} kernel: {extra}jupyter_gpuiter.current_session() is the resident Session.\n"

@@ -40,7 +40,7 @@ class HistoryPlot:
 
     def __init__(self, session=None, max_points: int = 1000):
         if session is None:
-            from ...resident import session as current
+            from ...session import current_session as current
 
             session = current()
         self.session = session

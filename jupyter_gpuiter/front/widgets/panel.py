@@ -14,7 +14,7 @@ import ipywidgets as W
 import plotly.graph_objects as go
 
 from ...lang.errors import CompileError
-from ...verify.verdict import Verdict
+from ...verification.verdict import Verdict
 
 __all__ = ["GAUGE_MAX", "VerificationPanel"]
 

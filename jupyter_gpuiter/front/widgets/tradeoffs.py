@@ -35,7 +35,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ...theory import MODES, CostModel, calibrate, false_accept_risk, optimise, pass_at_k
-from ...verify.confidence import epsilon_bound, format_count, format_rate, tests_needed
+from ...verification.confidence import epsilon_bound, format_count, format_rate, tests_needed
 
 __all__ = ["TradeoffExplorer"]
 
@@ -144,7 +144,7 @@ class TradeoffExplorer:
         """An explorer whose model is calibrated from a Session's history and whose measured points are
         its verify iterations (compile + verification time, without the generation step)."""
         if session is None:
-            from ...resident import session as current
+            from ...session import current_session as current
 
             session = current()
         model = calibrate(model if model is not None else CostModel(), session.history)

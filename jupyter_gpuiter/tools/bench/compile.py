@@ -9,7 +9,7 @@ from ...compilers.serial import compile_sources
 from ...compilers.traditional import workers
 from ...lang.generate import generate_batch
 from ...runtime.device import resolve
-from ...verify.confidence import as_count
+from ...verification.confidence import as_count
 from .common import alternating, machine, write_json
 
 

@@ -27,11 +27,11 @@ import numpy as np
 import torch
 
 from ...compilers import compile_batch
-from ...resident import Session
 from ...runtime import vm
 from ...runtime.device import resolve
-from ...verify.compare import compare
-from ...verify.confidence import tests_needed
+from ...session import Session
+from ...verification.compare import compare
+from ...verification.confidence import tests_needed
 from .common import alternating, machine, write_json
 
 RTOL, ATOL = 1e-4, 1e-5
@@ -180,6 +180,6 @@ def run(device=None, n_candidates: int = 1000, tests: int | None = None, repeats
 
 
 def sess_domain(domain: dict, name: str):
-    from ...verify.pools import as_domain
+    from ...verification.pools import as_domain
 
     return as_domain(domain[name])

@@ -32,9 +32,9 @@ import numpy as np
 import torch
 
 from ... import compilers
-from ...resident import Session
 from ...runtime.device import resolve
-from ...verify.confidence import tests_needed
+from ...session import Session
+from ...verification.confidence import tests_needed
 from .common import machine, write_json
 from .peer_kernels import KERNELS, NUMPY_PRELUDE, PeerKernel
 

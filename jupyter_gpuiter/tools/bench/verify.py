@@ -8,9 +8,9 @@ import sys
 import textwrap
 import time
 
-from ...resident import Session
 from ...runtime.device import resolve
-from ...verify.confidence import tests_needed
+from ...session import Session
+from ...verification.confidence import tests_needed
 from .common import machine, timed, write_json
 from .sample_sources import NODES30, NODES30_REF
 

@@ -20,11 +20,11 @@ from .ir import Program
 from .lang.errors import CompileError
 from .runtime.device import resolve
 from .runtime.kernel import Kernel
-from .verify import Verdict, verify_programs
-from .verify.api import ReferenceOutputs
-from .verify.pools import InputPool
+from .verification import Verdict, verify_programs
+from .verification.api import ReferenceOutputs
+from .verification.pools import InputPool
 
-__all__ = ["Session", "compile", "compile_batch", "session", "verify", "verify_batch"]
+__all__ = ["Session", "compile", "compile_batch", "current_session", "verify", "verify_batch"]
 
 
 @dataclass
@@ -40,7 +40,7 @@ class Iteration:
 
 
 class Session:
-    """Resident state for a notebook or a long-running loop. `jupyter_gpuiter.session()` is the current one."""
+    """Resident state for a notebook or a long-running loop. `jupyter_gpuiter.current_session()` is the current one."""
 
     def __init__(self, device=None, cache_size: int = 512):
         self.device = resolve(device)
@@ -167,7 +167,7 @@ class Session:
 _current: Session | None = None
 
 
-def session() -> Session:
+def current_session() -> Session:
     """The current Session (created on first use)."""
     global _current
     if _current is None:
@@ -199,10 +199,10 @@ def verify(candidate, reference, *, tests: int | None = None, delta: float = 1e-
            atol: float | None = None, mode: str = "auto") -> Verdict:
     """Verify a candidate (source or Kernel) against a reference (source, Kernel or a callable on NumPy
     arrays) on the current Session's device (design §7 contract). `mode` compiles a source candidate."""
-    return session().verify(candidate, reference, tests=tests, delta=delta, dtype=dtype, domain=domain, seed=seed,
+    return current_session().verify(candidate, reference, tests=tests, delta=delta, dtype=dtype, domain=domain, seed=seed,
                             exhaustive=exhaustive, rtol=rtol, atol=atol, mode=mode)
 
 
 def verify_batch(candidates: Sequence, reference, **options) -> list[Verdict]:
     """Verify many candidates in one pass (same options as verify, and `mode`)."""
-    return session().verify_batch(candidates, reference, **options)
+    return current_session().verify_batch(candidates, reference, **options)
