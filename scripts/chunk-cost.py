@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from jupyter_gpuiter.compilers import traditional
+from jupyter_gpuiter.compilers.traditional import driver
 from jupyter_gpuiter.compilers.traditional.plan import split
 from jupyter_gpuiter.lang.generate import generate_batch
 
@@ -83,8 +84,8 @@ def split_of_a_part(n: int, workers: int, dev: torch.device, repeats: int) -> No
     max_cells = traditional.chunk_cells(dev) // workers
     min_cells, waste = traditional.chunk_closing(dev, max_cells)
     lexing = split(list(range(len(part))), width, width, max_cells, min_cells, waste)
-    lexed = [(sel, traditional._lex_chunk([part[i] for i in sel], dev)) for sel in lexing]
-    groups = [tk for _, tk in traditional._regrouped(lexed, width, max_cells, min_cells, waste, dev, None)]
+    lexed = [(sel, driver._lex_chunk([part[i] for i in sel], dev)) for sel in lexing]
+    groups = [tk for _, tk in driver._regrouped(lexed, width, max_cells, min_cells, waste, dev, None)]
     shapes = [(tk.kind.shape, sum(tk.row_tokens)) for tk in groups]
     byte_cells = sum(len(sel) * int(width[sel].max()) for sel in lexing)
     token_cells = sum(rows * cols for (rows, cols), _ in shapes)
@@ -110,8 +111,8 @@ def split_of_a_part(n: int, workers: int, dev: torch.device, repeats: int) -> No
                          for tk in groups]
     whole_lexing = [[part[i] for i in sel] for sel in lexing]
     runs = {"lexing": (whole_lexing, half_lexing, [c * 2 for c in whole_lexing],
-                       lambda chunk: traditional._lex_chunk(chunk, dev)),
-            "token passes": (groups, half_groups, double_groups, lambda tk: traditional._token_passes(tk, dev))}
+                       lambda chunk: driver._lex_chunk(chunk, dev)),
+            "token passes": (groups, half_groups, double_groups, lambda tk: driver._token_passes(tk, dev))}
     for name, (*cuts, fn) in runs.items():
         times: list[list[float]] = [[] for _ in cuts]
         for _ in range(max(3, repeats // 5)):

@@ -20,14 +20,15 @@ import time
 import torch
 
 from jupyter_gpuiter.compilers import traditional
+from jupyter_gpuiter.compilers.traditional import driver
 from jupyter_gpuiter.lang.generate import generate_batch
 
 DEFAULTS = {"cpu": "15:21,17:21,19:21,21:21", "cuda": "20:21,20:24,22:24,24:24,24:26"}
 
 
 def configure(device: torch.device, low: int, high: int) -> None:
-    traditional.MIN_CHUNK_CELLS = {device.type: 1 << low}
-    traditional.CHUNK_CELLS = traditional.CUDA_CHUNK_CELLS = 1 << high
+    driver.MIN_CHUNK_CELLS = {device.type: 1 << low}
+    driver.CHUNK_CELLS = driver.CUDA_CHUNK_CELLS = 1 << high
 
 
 def sync(device: torch.device) -> None:
@@ -73,7 +74,7 @@ def main() -> None:
             batches, sizes = compile_once(sources, dev)
             times.append(time.perf_counter() - t0)
         seconds = statistics.median(times)
-        got = fields(traditional._assemble(batches, sizes, dev))
+        got = fields(driver._assemble(batches, sizes, dev))
         if reference is None:
             reference = got
         same = all(torch.equal(a, b) for a, b in zip(reference, got))

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from jupyter_gpuiter.compilers import traditional
+from jupyter_gpuiter.compilers.traditional import driver
 from jupyter_gpuiter.compilers.traditional.pack import pack
 from jupyter_gpuiter.compilers.traditional.plan import by_size, split
 from jupyter_gpuiter.lang.generate import generate_batch
@@ -39,15 +40,15 @@ def main() -> None:
         ap.error("--n, --copies and --repeats take a whole number of at least 1")
     sources = generate_batch(args.n, 0) * args.copies
     cuda = torch.device("cuda")  # (a device type only: nothing runs on it)
-    max_cells = traditional.CUDA_CHUNK_CELLS
+    max_cells = driver.CUDA_CHUNK_CELLS
     min_cells, waste = traditional.chunk_closing(cuda, max_cells)
     encoded, sizes, order = by_size(sources)
     width = sizes + 1
     tokens = np.zeros(len(sources), dtype=np.int64)
     cpu = torch.device("cpu")  # lexed at a CPU's chunk sizes (within its memory budget)
-    cpu_cells = traditional.CHUNK_CELLS
+    cpu_cells = driver.CHUNK_CELLS
     for sel in split(order, width, width, cpu_cells, *traditional.chunk_closing(cpu, cpu_cells)):
-        tokens[sel] = traditional._lex_chunk([encoded[i] for i in sel], cpu).row_tokens
+        tokens[sel] = driver._lex_chunk([encoded[i] for i in sel], cpu).row_tokens
 
     steps = {
         "encode and sort": lambda: by_size(sources),

@@ -47,7 +47,7 @@ def compile_part_with(encoded: list[bytes], max_cells: int, setting: dict):
     for name, value in setting.items():
         setattr(*owner(name), value)
     t0 = time.perf_counter()
-    yield from traditional._compile_part(encoded, max_cells)
+    yield from driver._compile_part(encoded, max_cells)
     return time.perf_counter() - t0
 
 
@@ -96,7 +96,7 @@ def main() -> None:
     chunks = [0] * len(settings)
     for _ in range(args.calls):
         for i, setting in enumerate(settings):
-            calls = [([encoded[j] for j in part], traditional.CHUNK_CELLS // n, setting) for part in parts]
+            calls = [([encoded[j] for j in part], driver.CHUNK_CELLS // n, setting) for part in parts]
             t0 = time.perf_counter()
             with pool.streaming(pool_settings.compile_part_with, calls) as events:
                 got, busy = [], []

@@ -21,6 +21,7 @@ from torch.overrides import TorchFunctionMode
 from torch.profiler import ProfilerActivity, profile
 
 from jupyter_gpuiter.compilers import traditional
+from jupyter_gpuiter.compilers.traditional import driver
 from jupyter_gpuiter.compilers.traditional import compile_to_batches
 from jupyter_gpuiter.lang import generate
 
@@ -83,7 +84,7 @@ def tensor_calls(once) -> tuple[dict[str, int], int]:
     and those of lex's DFA scan."""
     by_pass: dict[str, int] = {}
     calls, seen, dfa = _Calls(), [0], [0]
-    tick, run_dfa = traditional._Ticks.__call__, lex_module._run_dfa
+    tick, run_dfa = driver._Ticks.__call__, lex_module._run_dfa
 
     def counted_tick(self, name):
         by_pass[name] = by_pass.get(name, 0) + calls.count - seen[0]
@@ -97,12 +98,12 @@ def tensor_calls(once) -> tuple[dict[str, int], int]:
         finally:
             dfa[0] += calls.count - before
 
-    traditional._Ticks.__call__, lex_module._run_dfa = counted_tick, counted_dfa
+    driver._Ticks.__call__, lex_module._run_dfa = counted_tick, counted_dfa
     try:
         with calls:
             once(timings={})  # (ticks run only with timings)
     finally:
-        traditional._Ticks.__call__, lex_module._run_dfa = tick, run_dfa
+        driver._Ticks.__call__, lex_module._run_dfa = tick, run_dfa
     return by_pass, dfa[0]
 
 

@@ -1,6 +1,5 @@
 """floats.to_float64 (Eisel-Lemire on int64 tensors) against CPython's correctly rounded float()."""
 
-import importlib
 import random
 
 import pytest
@@ -8,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-floats = importlib.import_module("jupyter_gpuiter.compilers.traditional.floats")
+from jupyter_gpuiter.compilers.traditional import floats
 
 
 def check(ms: list[int], qs: list[int], device: str = "cpu") -> None:

@@ -6,7 +6,6 @@ the full sweep of >=100,000 valid and >=100,000 mutated programs runs with `-m s
 """
 
 import dataclasses
-import importlib
 import random
 
 import numpy as np
@@ -18,6 +17,8 @@ from hypothesis import strategies as st
 
 from jupyter_gpuiter import compile_batch
 from jupyter_gpuiter.compilers import traditional
+from jupyter_gpuiter.compilers.traditional import driver
+from jupyter_gpuiter.compilers.traditional.regroup import regroup
 from jupyter_gpuiter.ir import Program, ProgramBatch
 from jupyter_gpuiter.lang import generate, spec
 from jupyter_gpuiter.lang.errors import CompileError
@@ -122,20 +123,20 @@ def test_bad_programs_do_not_spoil_good_ones():
 def test_batches_split_into_chunks_give_the_same_result(monkeypatch):
     sources = generate.generate_batch(120, 12) + [s for s, _ in INVALID]
     whole = compile_batch(sources, mode="traditional").canonical()
-    monkeypatch.setattr(traditional, "CHUNK_CELLS", 4096)
+    monkeypatch.setattr(driver, "CHUNK_CELLS", 4096)
     assert compile_batch(sources, mode="traditional").canonical() == whole
 
 
 def test_short_programs_are_not_padded_to_the_long_ones(monkeypatch):
     short = generate.generate_batch(300, 13, max_chars=60)
     long = generate.generate_batch(300, 14, statements=(10, 12))
-    monkeypatch.setattr(traditional, "MIN_CHUNK_CELLS", {"cpu": 1 << 12})
+    monkeypatch.setattr(driver, "MIN_CHUNK_CELLS", {"cpu": 1 << 12})
     batches, sizes = traditional.compile_to_batches(short + long)
     assert len(batches) >= 2
     for rows, chunk in batches:  # each chunk pads its token arrays to its most tokens: at most 1.1x, or it is small
         T = chunk.token_start.shape[1]
         assert T == max(chunk.tokens) and len(chunk.tokens) == len(rows)
-        assert len(rows) * (max(sizes[rows]) + 1) <= 1 << 12 or len(rows) * T <= traditional.PAD_WASTE * sum(chunk.tokens)
+        assert len(rows) * (max(sizes[rows]) + 1) <= 1 << 12 or len(rows) * T <= driver.PAD_WASTE * sum(chunk.tokens)
     assert_agree(short + long)
 
 
@@ -174,7 +175,7 @@ def test_reading_names_takes_time_linear_in_the_head():
     import subprocess
     import sys
 
-    code = ("from jupyter_gpuiter.compilers.traditional import _names; "
+    code = ("from jupyter_gpuiter.compilers.traditional.driver import _names; "
             "print(_names('# c\\r\\n' * 40 + '\\\\\\r\\n\\r\\ndef f(x):\\r\\n    return x\\r\\n'), "
             "_names('\\r\\n' * 40 + 'x'), _names('def f(#' + 'a' * 8000), _names('def f(' + '#' * 60))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout
@@ -275,7 +276,7 @@ def test_loops_sized_by_the_chunk_reach_its_longest_line_deepest_nesting_and_lon
     short = generate.generate_batch(300, 31, max_chars=60)
     special = [far_right, far_left, deep, chain, aug, augs]
     sources = short[:100] + special[:3] + short[100:200] + special[3:] + short[200:] + unpaired
-    monkeypatch.setattr(traditional, "MIN_CHUNK_CELLS", {"cpu": traditional.CHUNK_CELLS})
+    monkeypatch.setattr(driver, "MIN_CHUNK_CELLS", {"cpu": driver.CHUNK_CELLS})
     assert len(traditional.compile_to_batches(sources)[0]) == 1
     got = assert_agree(sources)
     assert not any(g.startswith("error") for g in got[100:103] + got[203:206])
@@ -466,15 +467,15 @@ def test_cuda_chunks_take_a_quarter_of_free_memory_within_bounds(monkeypatch, fr
     free = int(free_gb * 2**30)
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free, 2 * free))
     cells = traditional.chunk_cells(torch.device("cuda"))  # a device object needs no GPU
-    budget = 4 * traditional.BYTES_PER_CELL  # bytes of free memory a cell may claim
+    budget = 4 * driver.BYTES_PER_CELL  # bytes of free memory a cell may claim
     if expect == "floor":  # a small GPU still gets the CPU's chunks
-        assert cells == traditional.CHUNK_CELLS > free // budget
+        assert cells == driver.CHUNK_CELLS > free // budget
     elif expect == "cap":
-        assert cells == traditional.CUDA_CHUNK_CELLS < free // budget
+        assert cells == driver.CUDA_CHUNK_CELLS < free // budget
     else:
-        assert traditional.CHUNK_CELLS < cells < traditional.CUDA_CHUNK_CELLS
+        assert driver.CHUNK_CELLS < cells < driver.CUDA_CHUNK_CELLS
         assert cells * budget <= free < (cells + 1) * budget
-    assert traditional.chunk_cells(torch.device("cpu")) == traditional.CHUNK_CELLS
+    assert traditional.chunk_cells(torch.device("cpu")) == driver.CHUNK_CELLS
 
 
 def test_batches_leave_as_ordinary_tensors():
@@ -507,7 +508,7 @@ def test_lex_refuses_rows_its_int16_positions_cannot_hold():
 def test_hash_collisions_are_caught_and_compiled_serially():
     from jupyter_gpuiter.compilers.traditional.pack import pack
 
-    lex_module = importlib.import_module("jupyter_gpuiter.compilers.traditional.lex")  # (the package's `lex` is the function)
+    lex_module = traditional.lex
     tk = lex_module.lex(*pack([TM_A, TM_B], "cpu"), 4096)
     assert tk.kind[:, 0].tolist() == [spec.TOK["name"]] * 2 and tk.end[:, 0].tolist() == [len(TM_A)] * 2
     assert tk.hash[0, 0] == tk.hash[1, 0]  # the names do collide, so the passes alone would take them as one
@@ -556,11 +557,11 @@ def test_regrouped_rows_equal_the_same_rows_lexed_together():
     b = sources[40:] + [b'def f(x):\n    return "x\n', b"def f(x):\r\n    return x\r\n",
                         b"def f(x):\n" + b"    y = x\n" * 30 + b"    return y\n"]
     with torch.inference_mode():
-        lexed = [traditional._lex_chunk(part, "cpu") for part in (a, b)]
+        lexed = [driver._lex_chunk(part, "cpu") for part in (a, b)]
         rows = ([5, 0, 40, 17, 3], [1, len(b) - 1, len(b) - 3, 8])  # out of order; the longest; lexical errors
         chosen = [a[i] for i in rows[0]] + [b[i] for i in rows[1]]
-        got = traditional.regroup([(tk, r) for tk, r in zip(lexed, rows)], max(map(len, chosen)))
-        want = traditional._lex_chunk(chosen, "cpu")
+        got = regroup([(tk, r) for tk, r in zip(lexed, rows)], max(map(len, chosen)))
+        want = driver._lex_chunk(chosen, "cpu")
     for field in dataclasses.fields(want):
         g, w = getattr(got, field.name), getattr(want, field.name)
         if field.name in ("longest_line", "most_lines", "deepest"):
@@ -607,7 +608,7 @@ def test_generated_programs_leave_to_the_host_only_literals_too_long_for_the_dev
 def test_the_two_byte_dfa_table_is_two_single_byte_steps():
     """lex's scan reads the state after two bytes from one table: pair[(c1 * C + c2) * S + s] must be
     next[c2 * S + next[c1 * S + s]] for every class pair and state."""
-    lexmod = importlib.import_module("jupyter_gpuiter.compilers.traditional.lex")
+    lexmod = traditional.lex
     t = lexmod._build_tables()
     C, S = t["C"], len(lexmod.dfa.STATES)
     nxt = torch.tensor(t["next"]).view(C, S)
@@ -618,7 +619,7 @@ def test_the_two_byte_dfa_table_is_two_single_byte_steps():
 
 
 def test_warm_up_builds_the_tables_a_first_compile_would(monkeypatch):
-    lexmod = importlib.import_module("jupyter_gpuiter.compilers.traditional.lex")
+    lexmod = traditional.lex
     monkeypatch.setattr(lexmod, "_TABLES", {})
     traditional.warm_up("cpu")
     assert torch.device("cpu") in lexmod._TABLES

@@ -28,7 +28,7 @@ import worker_helpers
 from edge_cases import COLLIDING, INVALID, VALID
 
 from jupyter_gpuiter.compilers import traditional
-from jupyter_gpuiter.compilers.traditional import workers
+from jupyter_gpuiter.compilers.traditional import driver, workers
 from jupyter_gpuiter.lang import generate, spec
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -173,7 +173,7 @@ def _big(seed: int):
     """A batch just past POOL_MIN_BYTES: by default, shared out to the workers once they have started."""
     sources = generate.generate_batch(500, seed)
     ends = itertools.accumulate(len(s.encode()) for s in sources)
-    n = next(k for k, end in enumerate(ends, 1) if end >= traditional.POOL_MIN_BYTES)
+    n = next(k for k, end in enumerate(ends, 1) if end >= driver.POOL_MIN_BYTES)
     return sources[:n]
 
 
@@ -189,7 +189,7 @@ def _more_than_the_pipes_hold(monkeypatch, pool, chunk_cells: int) -> None:
     cannot have sent them all, let alone finished, before the caller reads on. Chunks of at most
     chunk_cells cells (in-process as well: only the chunking changes), pipes of one page (the least
     Linux allows; they are empty between calls)."""
-    monkeypatch.setattr(traditional, "CHUNK_CELLS", chunk_cells)
+    monkeypatch.setattr(driver, "CHUNK_CELLS", chunk_cells)
     _ALTERED.append(pool)
     for conn in pool._inbox:
         fcntl.fcntl(conn.fileno(), fcntl.F_SETPIPE_SZ, os.sysconf("SC_PAGE_SIZE"))
@@ -510,7 +510,7 @@ def test_compile_batch_with_its_workers_lost_midway_gives_what_one_process_does(
     pool = workers.pool(2)
     if scale == "small":
         _more_than_the_pipes_hold(monkeypatch, pool, 1 << 16)
-    monkeypatch.setattr(traditional, "compile_stream", killing_after_the_first_chunk)
+    monkeypatch.setattr(driver, "compile_stream", killing_after_the_first_chunk)
     got = traditional.compile_batch(sources, workers=2)
     assert workers._POOL is pool and pool.broken and not pool._busy.locked()
     assert lost  # rows compiled here after the workers died
@@ -529,7 +529,7 @@ def test_an_interrupt_while_compile_batch_unpacks_a_chunk_ends_the_workers(monke
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(traditional, "_fix_slow_numbers", interrupted)  # the first chunk's host unpacking
+    monkeypatch.setattr(driver, "_fix_slow_numbers", interrupted)  # the first chunk's host unpacking
     try:
         traditional.compile_batch(sources, workers=2)
     except KeyboardInterrupt:

@@ -1,15 +1,11 @@
-"""The traditional compiler: every pass a data-parallel tensor program over a batch of sources.
-
-    sources --pack--> bytes [B, L] --lex--> tokens [B, T] --regroup--> tokens [B', T']
-            --rules--> structure, first token-level error --parse--> trees --semantic--> bindings, errors
-            --exact--> rows a hash collision misled --codegen--> ProgramBatch [B, N]
+"""The traditional compiler's driver: a batch of sources through the passes, chunk by chunk.
 
 The same code runs on CPU and CUDA tensors. Inside a chunk there is no Python loop over programs;
 one read after lexing (five scalars and the rows' token counts) sizes the token arrays and the loops
 of later passes, and the results cross to the host once, at the end. Batches are sorted by length and
 split into chunks that fit a memory budget and waste little padding; lexed rows are then regrouped by
 token count for the later passes. The serial compiler recompiles the rows where exact.py finds that a
-hash collision misled a pass (crafted sources only).
+hash collision misled a pass (crafted sources only). The pipeline is drawn in the package's docstring.
 """
 
 from __future__ import annotations
