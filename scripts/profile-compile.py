@@ -25,7 +25,7 @@ from jupyter_gpuiter.compilers.traditional import driver
 from jupyter_gpuiter.compilers.traditional import compile_to_batches
 from jupyter_gpuiter.lang import generate
 
-lex_module = importlib.import_module("jupyter_gpuiter.compilers.traditional.lex")  # (the package's `lex` is the function)
+lex_module = importlib.import_module("jupyter_gpuiter.compilers.traditional.batch_lexer")  # (the package's `lex` is the function)
 
 
 def main() -> None:

@@ -225,7 +225,7 @@ def test_session_is_preloaded(gpuiter_kernel, execute):
     assert stdout(outputs) == expected_device() + "\n"
     # and the traditional compiler's tables were built there before the Session, not in the first cell
     status, outputs = execute("import sys\n"
-                              "print(list(sys.modules['jupyter_gpuiter.compilers.traditional.lex']._TABLES))")
+                              "print(list(sys.modules['jupyter_gpuiter.compilers.traditional.batch_lexer']._TABLES))")
     assert status == "ok", outputs
     assert expected_device() in stdout(outputs), outputs
 

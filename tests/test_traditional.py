@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from jupyter_gpuiter import compile_batch
 from jupyter_gpuiter.compilers import traditional
-from jupyter_gpuiter.compilers.traditional import driver
+from jupyter_gpuiter.compilers.traditional import batch_lexer, driver
 from jupyter_gpuiter.compilers.traditional.regroup import regroup
 from jupyter_gpuiter.ir import Program, ProgramBatch
 from jupyter_gpuiter.lang import generate, spec
@@ -223,7 +223,7 @@ HINT_BYTES = st.binary(max_size=60) | st.lists(st.sampled_from([b"1", b".", b"_"
 def test_host_hints_match_their_definitions(sources, as_str):
     import re
 
-    from jupyter_gpuiter.compilers.traditional.lex import host_hints
+    from jupyter_gpuiter.compilers.traditional.batch_lexer import host_hints
 
     hard = re.compile(rb"[0-9.][eE]|[0-9._]{17}")
     expected = (any(b"\r" in s for s in sources), any(hard.search(s) for s in sources))
@@ -301,7 +301,7 @@ def test_slow_number_literals_are_exact():
 def test_literals_past_the_fast_path_beyond_a_chunks_room_go_to_the_host():
     """A chunk values its first few literals past Clinger's fast path with floats.py; more than that
     (a program made of them) leaves the rest to the host, and every one still agrees."""
-    from jupyter_gpuiter.compilers.traditional.lex import lex
+    from jupyter_gpuiter.compilers.traditional.batch_lexer import lex
     from jupyter_gpuiter.compilers.traditional.pack import pack
 
     many = "def f(x):\n    y = x\n" + "".join(f"    y = y * 1.5e-{30 + i % 9} + 2{i}e40\n" for i in range(60))
@@ -321,7 +321,7 @@ def lexed_literals(lits: list[str]) -> tuple[list[tuple[float, bool]], list[str]
     """Per literal, lex's (value, left to the host) in `return x + <literal>`; and those sources. Also
     checks the host's hint: where host_hints says no literal needs more than Clinger's fast path, lex
     gives the same without floats.py."""
-    from jupyter_gpuiter.compilers.traditional.lex import host_hints, lex
+    from jupyter_gpuiter.compilers.traditional.batch_lexer import host_hints, lex
     from jupyter_gpuiter.compilers.traditional.pack import pack
 
     srcs = [f"def f(x):\n    return x + {lit}\n" for lit in lits]
@@ -359,7 +359,7 @@ def test_decimal_literals_valued_on_the_device_are_exact(drawn):
 def test_base_literals_are_valued_on_the_device(drawn):
     """Hex, octal and binary literals of up to _MAX_DIGITS digits (the 0 of the prefix counted) get their
     exact value from lex itself; longer ones are left to the host; both agree with the serial compiler."""
-    from jupyter_gpuiter.compilers.traditional.lex import _MAX_DIGITS
+    from jupyter_gpuiter.compilers.traditional.batch_lexer import _MAX_DIGITS
 
     lits = []
     for prefix, picks, underscores in drawn:
@@ -398,7 +398,7 @@ def test_random_text_agrees(parts):
 
 def test_lexer_matches_the_reference_on_random_text():
     from jupyter_gpuiter.compilers.traditional import dfa
-    from jupyter_gpuiter.compilers.traditional.lex import lex
+    from jupyter_gpuiter.compilers.traditional.batch_lexer import lex
     from jupyter_gpuiter.compilers.traditional.pack import pack
 
     rng = random.Random(3)
@@ -491,7 +491,7 @@ def test_batches_leave_as_ordinary_tensors():
 
 
 def test_lex_refuses_rows_its_int16_positions_cannot_hold():
-    from jupyter_gpuiter.compilers.traditional.lex import lex
+    from jupyter_gpuiter.compilers.traditional.batch_lexer import lex
 
     with pytest.raises(ValueError, match="fewer than"):
         lex(torch.zeros((1, 1 << 14), dtype=torch.uint8), torch.tensor([5]), 64)
@@ -508,7 +508,7 @@ def test_lex_refuses_rows_its_int16_positions_cannot_hold():
 def test_hash_collisions_are_caught_and_compiled_serially():
     from jupyter_gpuiter.compilers.traditional.pack import pack
 
-    lex_module = traditional.lex
+    lex_module = batch_lexer
     tk = lex_module.lex(*pack([TM_A, TM_B], "cpu"), 4096)
     assert tk.kind[:, 0].tolist() == [spec.TOK["name"]] * 2 and tk.end[:, 0].tolist() == [len(TM_A)] * 2
     assert tk.hash[0, 0] == tk.hash[1, 0]  # the names do collide, so the passes alone would take them as one
@@ -537,7 +537,7 @@ def test_ordinary_programs_are_never_sent_back_to_the_serial_compiler():
 def test_sources_without_a_cr_skip_the_newline_compaction_to_the_same_tokens():
     from dataclasses import fields
 
-    from jupyter_gpuiter.compilers.traditional.lex import lex
+    from jupyter_gpuiter.compilers.traditional.batch_lexer import lex
     from jupyter_gpuiter.compilers.traditional.pack import pack
 
     sources = [s for s in generate.generate_batch(300, 51) + VALID + [s for s, _ in INVALID] if "\r" not in s]
@@ -591,7 +591,7 @@ def test_the_hard_literal_hint_misses_no_literal_past_the_fast_path(mantissa, po
 def test_generated_programs_leave_to_the_host_only_literals_too_long_for_the_device():
     """The room of literals past the fast path a chunk values (lex._exact_rest) holds all the generated
     programs' ones: the host gets only those with more digits than _MAX_DIGITS or five exponent digits."""
-    from jupyter_gpuiter.compilers.traditional.lex import _MAX_DIGITS
+    from jupyter_gpuiter.compilers.traditional.batch_lexer import _MAX_DIGITS
 
     def too_long(text: str) -> bool:
         t = text.replace("_", "").lower()
@@ -608,7 +608,7 @@ def test_generated_programs_leave_to_the_host_only_literals_too_long_for_the_dev
 def test_the_two_byte_dfa_table_is_two_single_byte_steps():
     """lex's scan reads the state after two bytes from one table: pair[(c1 * C + c2) * S + s] must be
     next[c2 * S + next[c1 * S + s]] for every class pair and state."""
-    lexmod = traditional.lex
+    lexmod = batch_lexer
     t = lexmod._build_tables()
     C, S = t["C"], len(lexmod.dfa.STATES)
     nxt = torch.tensor(t["next"]).view(C, S)
@@ -619,7 +619,7 @@ def test_the_two_byte_dfa_table_is_two_single_byte_steps():
 
 
 def test_warm_up_builds_the_tables_a_first_compile_would(monkeypatch):
-    lexmod = traditional.lex
+    lexmod = batch_lexer
     monkeypatch.setattr(lexmod, "_TABLES", {})
     traditional.warm_up("cpu")
     assert torch.device("cpu") in lexmod._TABLES

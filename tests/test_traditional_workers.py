@@ -267,7 +267,7 @@ def test_workers_run_apart_from_the_callers_process_group_and_report_their_error
 def test_workers_have_built_the_compilers_tables_when_they_say_they_are_ready():
     pool = workers.pool(2)
     # (eval: a picklable callable that reads the worker's own state, before any compile was asked of it)
-    lex_tables = "__import__('sys').modules['jupyter_gpuiter.compilers.traditional.lex']._TABLES"
+    lex_tables = "__import__('sys').modules['jupyter_gpuiter.compilers.traditional.batch_lexer']._TABLES"
     assert pool.map(eval, [(f"__import__('torch').device('cpu') in {lex_tables}",)] * 2) == [True, True]
 
 

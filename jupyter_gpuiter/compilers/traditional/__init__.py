@@ -19,9 +19,8 @@ from .driver import (
     compile_chunk,
     compile_stream,
     compile_to_batches,
-    message_for,
     warm_up,
 )
 
 __all__ = ["PASSES", "Chunk", "chunk_cells", "chunk_closing", "compile_batch", "compile_chunk", "compile_stream",
-           "compile_to_batches", "message_for", "warm_up"]
+           "compile_to_batches", "warm_up"]

@@ -32,8 +32,8 @@ import torch
 
 from ...ir import OP_INDEX
 from ...lang import spec
+from .batch_lexer import Tokens
 from .common import first_true, take
-from .lex import Tokens
 from .parse import N_ATTR, N_BIN, N_BOOL, N_CALL, N_CALLEE, N_NAME, N_NUM, N_PRE, N_TERN, Tree
 from .semantic import BUILTIN_NAMES, CONSTANT_NAMES, Semantics
 

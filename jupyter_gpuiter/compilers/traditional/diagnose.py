@@ -2,7 +2,7 @@
 of the serial compiler.
 
 Each program's first error leaves the device as a key whose low byte is a code (common.error_key):
-the token rules' codes (rules.DIAGNOSTICS), the lexer's (LEX_MSG_BASE + a dfa.LEX_ERRORS code), the
+the token rules' codes (batch_rules.DIAGNOSTICS), the lexer's (LEX_MSG_BASE + a dfa.LEX_ERRORS code), the
 semantic pass's (semantic.MSG_BASE + an index into semantic.DIAGNOSTICS) and the parser's
 (semantic.PARSE_SYNTAX). CODES maps every code to its diagnostic (lang/diagnostics.py), in this one
 place. The device knows where an error is and which diagnostic it is, not the names in its message:
@@ -23,20 +23,20 @@ from ...lang.diagnostics import error
 from ...lang.errors import KIND_CODES, CompileError
 from ...lang.lexer import NAME_RE, OPERATOR_RE, bad_number_text, character_error, normalize_newlines, tokenize
 from .. import serial
-from . import dfa, rules, semantic
+from . import batch_rules, dfa, semantic
 
 LEX_MSG_BASE = 64  # lexical error codes in error keys: LEX_MSG_BASE + dfa code
 
-#: code in an error key -> diagnostic id (rules.BAD_KEYWORD: which keyword's is read from the source)
+#: code in an error key -> diagnostic id (batch_rules.BAD_KEYWORD: which keyword's is read from the source)
 CODES: dict[int, str] = {
-    **{code: ident for code, ident in enumerate(rules.DIAGNOSTICS) if ident},
+    **{code: ident for code, ident in enumerate(batch_rules.DIAGNOSTICS) if ident},
     **{LEX_MSG_BASE + code: ident for code, ident in dfa.LEX_ERRORS.items()},
     **{semantic.MSG_BASE + i: ident for i, ident in enumerate(semantic.DIAGNOSTICS)},
     semantic.PARSE_SYNTAX: "python_syntax",
 }
-assert len(rules.DIAGNOSTICS) <= LEX_MSG_BASE and LEX_MSG_BASE + max(dfa.LEX_ERRORS) < semantic.MSG_BASE
+assert len(batch_rules.DIAGNOSTICS) <= LEX_MSG_BASE and LEX_MSG_BASE + max(dfa.LEX_ERRORS) < semantic.MSG_BASE
 assert semantic.PARSE_SYNTAX < 256  # (a message id is the key's low byte)
-assert all(ident == rules.BAD_KEYWORD or ident in TABLE for ident in CODES.values())
+assert all(ident == batch_rules.BAD_KEYWORD or ident in TABLE for ident in CODES.values())
 
 #: kind code of each lexical error code (0: none), for the device
 LEX_KIND_CODES = [KIND_CODES[TABLE[dfa.LEX_ERRORS[c]].kind] if c else 0 for c in range(len(dfa.LEX_ERRORS) + 1)]
@@ -63,7 +63,7 @@ def compile_error(code: int, source: str, line: int, col: int) -> CompileError:
         fields = {"char": src[at]}
     elif ident == "invalid_number":
         fields = {"text": bad_number_text(src, at)}
-    elif ident == rules.BAD_KEYWORD:
+    elif ident == batch_rules.BAD_KEYWORD:
         word = NAME_RE.match(src, at).group()
         ident, fields = spec.BAD_KEYWORDS[word], {"keyword": word}
     elif ident == "bad_operator":

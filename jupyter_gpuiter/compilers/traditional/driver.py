@@ -26,16 +26,16 @@ from ...lang.errors import KIND_CODES, CompileError
 from ...lang.lexer import number_value
 from .. import serial
 from . import workers as worker_processes
+from .batch_lexer import Tokens, host_hints, lex
+from .batch_rules import check
 from .codegen import codegen
 from .common import NO_ERROR, decode_keys, error_key
 from .diagnose import LEX_KIND_CODES, LEX_MSG_BASE, compile_error
 from .exact import collisions
-from .lex import Tokens, host_hints, lex
 from .pack import encode, pack
 from .parse import parse
 from .plan import by_size, split
 from .regroup import regroup
-from .rules import check
 from .semantic import analyse
 
 PASSES = ("plan", "pack", "lex", "regroup", "rules", "parse", "semantic", "exact", "codegen")

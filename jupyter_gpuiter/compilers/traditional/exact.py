@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import torch
 
+from .batch_lexer import Tokens
+from .batch_rules import Structure
 from .common import ne
-from .lex import Tokens
-from .rules import Structure
 from .semantic import Semantics
 
 

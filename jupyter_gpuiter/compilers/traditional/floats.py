@@ -1,6 +1,6 @@
 """Decimal to float64 on the device: m * 10^q correctly rounded, by the Eisel-Lemire algorithm on int64 tensors.
 
-A literal's digits make an integer mantissa m and a decimal exponent q (lex.py). The float64 nearest to
+A literal's digits make an integer mantissa m and a decimal exponent q (batch_lexer.py). The float64 nearest to
 m * 10^q (ties to even) is found, as in fast_float (Lemire, "Number parsing at a gigabyte per second",
 2021), from the high bits of the product of m, shifted up to its top bit, and a 128-bit truncation of
 5^q: one 64 x 64 -> 128-bit multiplication, and a second one where the first leaves the rounding in

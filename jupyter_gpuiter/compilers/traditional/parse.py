@@ -42,9 +42,9 @@ from dataclasses import dataclass
 import torch
 
 from ...lang import spec
+from .batch_lexer import Tokens
+from .batch_rules import OPERAND_END, Structure
 from .common import BIG, eq, first_true, ne, positions, shift_left, shift_right, take
-from .lex import Tokens
-from .rules import OPERAND_END, Structure
 
 K = spec.TOK
 N_NONE, N_NAME, N_NUM, N_BOOL, N_ATTR, N_BIN, N_PRE, N_TERN, N_CALL, N_TUPLE, N_GROUP, N_SEP, N_CALLEE = range(13)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .lex import Tokens
+from .batch_lexer import Tokens
 
 _TOKEN_FIELDS = ("kind", "start", "end", "line", "col", "line_start", "key", "hash", "indent_hash", "indent_start",
                  "value", "slow_number", "prefix_bad")

@@ -25,6 +25,8 @@ from ...lang import spec
 from ...lang.diagnostics import DIAGNOSTICS as TABLE
 from ...lang.diagnostics import ORDER
 from ...lang.errors import KIND_CODES
+from .batch_lexer import Tokens, pack_key
+from .batch_rules import Structure
 from .common import (
     BIG,
     NO_ERROR,
@@ -38,9 +40,7 @@ from .common import (
     shift_right,
     take,
 )
-from .lex import Tokens, pack_key
 from .parse import N_ATTR, N_BIN, N_CALL, N_NAME, N_TUPLE, Tree
-from .rules import Structure
 
 K = spec.TOK
 #: This pass's error codes: MSG_BASE + index -> diagnostic id (lang/diagnostics.py). The index ranks

@@ -405,7 +405,7 @@ def lex(data: torch.Tensor, lengths: torch.Tensor, max_tokens: int, has_cr: bool
 
     tok_line, tok_col, tok_line_start = place(start64, valid)  # padding starts at 0
     lex_line, lex_col, _ = (v[:, 0] for v in place(rep.clamp(0, L - 1)[:, None], 1))
-    # the DFA in `cont` at the end of the file: the source ends in a backslash continuation (rules.py)
+    # the DFA in `cont` at the end of the file: the source ends in a backslash continuation (batch_rules.py)
     ends_continued = trans_all.gather(1, lengths[:, None].long())[:, 0] == t["eof_cont"]
 
     # names: packed key (keyword and builtin lookups) and a hash of the full text (identity)

@@ -19,6 +19,7 @@ from ...lang.diagnostics import DIAGNOSTICS as TABLE
 from ...lang.diagnostics import ORDER
 from ...lang.errors import KIND_CODES
 from ...lang.rules import P_FILE, P_INDENT, P_LIMIT, P_TOKEN
+from .batch_lexer import Tokens, pack_key
 from .common import (
     FirstError,
     eq,
@@ -32,7 +33,6 @@ from .common import (
     shift_right,
     take,
 )
-from .lex import Tokens, pack_key
 
 K = spec.TOK
 #: The rules' error codes: code -> diagnostic id (lang/diagnostics.py); 0 is none.
