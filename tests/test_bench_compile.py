@@ -12,9 +12,9 @@ import torch
 
 from jupyter_gpuiter.compilers import traditional
 from jupyter_gpuiter.compilers.serial import compile_sources
-from jupyter_gpuiter.compilers.traditional import workers
 from jupyter_gpuiter.ir import Program
 from jupyter_gpuiter.lang.generate import generate_batch
+from jupyter_gpuiter.runtime import workers
 from jupyter_gpuiter.tools.bench import compile as bench_compile
 from jupyter_gpuiter.tools.bench.common import write_json
 
@@ -22,7 +22,7 @@ PASSES = ["plan", "pack", "lex", "regroup", "rules", "parse", "semantic", "exact
 
 
 def test_report_is_consistent_and_restores_threads(tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv(workers.ENV, "2")  # the batch shared out to two worker processes, as on a 2-core CPU
+    monkeypatch.setenv(traditional.driver.WORKERS_ENV, "2")  # the batch shared out to two worker processes, as on a 2-core CPU
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
     try:

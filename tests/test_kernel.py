@@ -283,7 +283,7 @@ def test_start_and_clean_shutdown(gpuiter_jupyter_path):
         # (ipykernel's shutdown signals, one by one, the children in its process group: there must be none)
         cell = ("import psutil\n"
                 "from jupyter_gpuiter.compilers import traditional\n"
-                "from jupyter_gpuiter.compilers.traditional import workers\n"
+                "from jupyter_gpuiter.runtime import workers\n"
                 "from jupyter_gpuiter.lang import generate\n"
                 "def pooled(seed):  # a batch compiled by the workers (their chunks bring literals as text)\n"
                 "    chunks, _ = traditional.compile_to_batches(generate.generate_batch(200, seed), workers=2)\n"

@@ -7,7 +7,7 @@ from IPython.core.error import UsageError
 from IPython.testing.globalipapp import start_ipython
 
 import jupyter_gpuiter as gi
-from jupyter_gpuiter.compilers.traditional import workers
+from jupyter_gpuiter.runtime import workers
 
 GELU = "def gelu(x):\n    inner = 0.7978845608 * (x + 0.044715 * x ** 3)\n    return 0.5 * x * (1.0 + tanh(inner))\n"
 

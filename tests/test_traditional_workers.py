@@ -1,4 +1,4 @@
-"""A CPU batch shared out to resident worker processes (compilers/traditional/workers.py) compiles to
+"""A CPU batch shared out to resident worker processes (runtime/workers.py) compiles to
 exactly what one process gives, and a broken or missing pool never loses a batch.
 
 The tests never rely on timing: a worker is made busy for as long as a test wants by
@@ -28,8 +28,9 @@ import worker_helpers
 from edge_cases import COLLIDING, INVALID, VALID
 
 from jupyter_gpuiter.compilers import traditional
-from jupyter_gpuiter.compilers.traditional import driver, workers
+from jupyter_gpuiter.compilers.traditional import driver
 from jupyter_gpuiter.lang import generate, spec
+from jupyter_gpuiter.runtime import workers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -217,44 +218,44 @@ def test_workers_compile_exactly_what_one_process_does():
 def test_a_killed_worker_costs_one_call_in_process_and_the_next_starts_a_new_pool():
     sources = generate.generate_batch(100, 43)
     want = traditional.compile_batch(sources, workers=1).canonical()
-    pool = workers.pool(2)
+    pool = driver.worker_pool(2)
     victim = pool._procs[0]
     os.kill(victim.pid, signal.SIGKILL)
     victim.wait(30)
     batches, _ = traditional.compile_to_batches(sources, workers=2)
     assert not _pooled(batches) and pool.broken
     assert traditional.compile_batch(sources, workers=2).canonical() == want
-    assert workers.pool(2) is not pool and not workers.pool(2).broken
+    assert driver.worker_pool(2) is not pool and not driver.worker_pool(2).broken
 
 
 def test_by_default_big_batches_wait_for_no_pool_and_small_ones_need_none(monkeypatch, no_pool):
-    monkeypatch.setenv(workers.ENV, "2")
+    monkeypatch.setenv(driver.WORKERS_ENV, "2")
     big = _big(44)
     small = big[:50]
     first, _ = traditional.compile_to_batches(big)  # the pool starts meanwhile (a worker imports torch first)
     assert not _pooled(first)
-    assert workers.pool(2).wait()
+    assert driver.worker_pool(2).wait()
     later, _ = traditional.compile_to_batches(big)
     assert _pooled(later)
     assert not _pooled(traditional.compile_to_batches(small)[0])
     assert not _pooled(traditional.compile_to_batches(big, workers=1)[0])
-    monkeypatch.setenv(workers.ENV, "1")
+    monkeypatch.setenv(driver.WORKERS_ENV, "1")
     assert not _pooled(traditional.compile_to_batches(big)[0])
 
 
 def test_default_workers_follow_the_environment_then_torch_threads(monkeypatch):
-    monkeypatch.setenv(workers.ENV, "3")
-    assert workers.default_workers() == 3
-    monkeypatch.setenv(workers.ENV, "many")
-    with pytest.raises(ValueError, match=workers.ENV):
-        workers.default_workers()
-    monkeypatch.delenv(workers.ENV)
-    assert 1 <= workers.default_workers() <= torch.get_num_threads()
+    monkeypatch.setenv(driver.WORKERS_ENV, "3")
+    assert driver.default_workers() == 3
+    monkeypatch.setenv(driver.WORKERS_ENV, "many")
+    with pytest.raises(ValueError, match=driver.WORKERS_ENV):
+        driver.default_workers()
+    monkeypatch.delenv(driver.WORKERS_ENV)
+    assert 1 <= driver.default_workers() <= torch.get_num_threads()
 
 
 def test_workers_run_apart_from_the_callers_process_group_and_report_their_errors(no_pool):
     assert workers.running() == 0
-    pool = workers.pool(2)
+    pool = driver.worker_pool(2)
     assert workers.running() == 2  # (what %gpuiter status reports)
     # a kernel interrupt (SIGINT to the kernel's process group) misses them
     assert all(os.getpgid(p.pid) not in (os.getpgrp(), os.getpid()) for p in pool._procs)
@@ -265,7 +266,7 @@ def test_workers_run_apart_from_the_callers_process_group_and_report_their_error
 
 
 def test_workers_have_built_the_compilers_tables_when_they_say_they_are_ready():
-    pool = workers.pool(2)
+    pool = driver.worker_pool(2)
     # (eval: a picklable callable that reads the worker's own state, before any compile was asked of it)
     lex_tables = "__import__('sys').modules['jupyter_gpuiter.compilers.traditional.batch_lexer']._TABLES"
     assert pool.map(eval, [(f"__import__('torch').device('cpu') in {lex_tables}",)] * 2) == [True, True]
@@ -273,7 +274,7 @@ def test_workers_have_built_the_compilers_tables_when_they_say_they_are_ready():
 
 def test_workers_never_outlive_their_parent():
     script = ("import sys\n"
-              "from jupyter_gpuiter.compilers.traditional import workers\n"
+              "from jupyter_gpuiter.runtime import workers\n"
               "print(*[p.pid for p in workers.pool(2)._procs], flush=True)\n"
               "sys.stdin.read()\n")  # (until the test kills it, or its end of the pipe closes)
     parent = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -331,7 +332,7 @@ def _alive(pid: int) -> bool:
 def test_an_interrupt_while_waiting_ends_the_busy_workers_at_once():
     if threading.current_thread() is not threading.main_thread():
         pytest.skip("a signal's handler runs in the main thread only")
-    pool = workers.pool(2)
+    pool = driver.worker_pool(2)
     procs = list(pool._procs)
     gate = Gate()
     arrived = []
@@ -366,7 +367,7 @@ def test_an_interrupt_while_waiting_ends_the_busy_workers_at_once():
 def test_calls_from_two_threads_at_once_get_their_own_results():
     batches = [generate.generate_batch(200, 46 + k) for k in range(2)]
     want = [traditional.compile_batch(b, workers=1).canonical() for b in batches]
-    workers.pool(2)
+    driver.worker_pool(2)
     got = [None, None]
 
     def compile_one(k):
@@ -382,7 +383,7 @@ def test_calls_from_two_threads_at_once_get_their_own_results():
 
 def test_a_pool_busy_with_another_call_leaves_the_batch_to_the_caller():
     sources = generate.generate_batch(100, 47)
-    pool = workers.pool(2)
+    pool = driver.worker_pool(2)
     with pool._busy:  # another thread's call in flight
         batches, _ = traditional.compile_to_batches(sources, workers=2)
     assert not _pooled(batches) and not pool.broken
@@ -399,7 +400,7 @@ def test_a_pool_that_cannot_start_leaves_batches_in_process_and_no_descriptors_b
         return spawned[-1]
 
     monkeypatch.setattr(workers.subprocess, "Popen", popen_once)
-    monkeypatch.setenv(workers.ENV, "2")
+    monkeypatch.setenv(driver.WORKERS_ENV, "2")
     fds = len(os.listdir("/proc/self/fd"))
     sources = _big(48)
     batches, _ = traditional.compile_to_batches(sources, workers=2)
@@ -411,24 +412,24 @@ def test_a_pool_that_cannot_start_leaves_batches_in_process_and_no_descriptors_b
 
 
 def test_a_pool_in_use_is_not_replaced_under_its_caller():
-    pool = workers.pool(2)
+    pool = driver.worker_pool(2)
     gate = Gate()
     got = []
     call = threading.Thread(target=lambda: got.append(pool.map(worker_helpers.hold, [(gate.address,)] * 2)))
     call.start()
     try:
         assert sorted(gate.arrivals(2)) == sorted(p.pid for p in pool._procs)  # the call is in flight
-        assert workers.pool(3) is None  # another size is asked for while the call is in flight: not now
+        assert driver.worker_pool(3) is None  # another size is asked for while the call is in flight: not now
         gate.release("done")
     finally:
         gate.close()
         call.join(workers.START_TIMEOUT)  # (a failure: the fixture's kill ends the call)
     assert got == [["done", "done"]] and not pool.broken
-    assert workers.pool(3) is not pool and workers.pool(3).workers == 3
+    assert driver.worker_pool(3) is not pool and driver.worker_pool(3).workers == 3
 
 
 def test_a_forked_child_leaves_the_pool_to_its_parent():
-    pool = workers.pool(2)
+    pool = driver.worker_pool(2)
     child = os.fork()
     if child == 0:  # the child must neither use nor close its parent's workers
         os._exit(0 if workers._POOL is None and pool.broken and not pool._procs else 1)
@@ -439,22 +440,22 @@ def test_a_forked_child_leaves_the_pool_to_its_parent():
 def test_default_workers_fit_the_cores_and_half_the_memory_left(monkeypatch, no_pool):  # (none running)
     from jupyter_gpuiter.runtime import host
 
-    monkeypatch.delenv(workers.ENV, raising=False)
+    monkeypatch.delenv(driver.WORKERS_ENV, raising=False)
     monkeypatch.setattr(torch, "get_num_threads", lambda: 8)
     monkeypatch.setattr(host, "usable_cores", lambda: 4)
     monkeypatch.setattr(host, "memory_headroom", lambda: None)
-    assert workers.default_workers() == 4
+    assert driver.default_workers() == 4
     monkeypatch.setattr(host, "usable_cores", lambda: 1)  # a container's one-CPU quota: in-process
-    assert workers.default_workers() == 1
+    assert driver.default_workers() == 1
     monkeypatch.setattr(host, "usable_cores", lambda: 4)
     for budgets, n in ((0, 1), (3, 1), (4, 2), (100, 4)):  # memory left, in workers' budgets
-        free = budgets * workers.WORKER_BYTES
+        free = budgets * driver.WORKER_BYTES
         monkeypatch.setattr(host, "memory_headroom", lambda free=free: free)
-        assert workers.default_workers() == n, free
+        assert driver.default_workers() == n, free
     # a running pool's workers count as memory of its own: its size holds while memory stays as it is
-    monkeypatch.setattr(host, "memory_headroom", lambda: 2 * workers.WORKER_BYTES)
+    monkeypatch.setattr(host, "memory_headroom", lambda: 2 * driver.WORKER_BYTES)
     monkeypatch.setattr(workers, "running", lambda: 2)
-    assert workers.default_workers() == 2
+    assert driver.default_workers() == 2
 
 
 #: ("small", always run): a smaller batch in smaller chunks, through pipes of one page;
@@ -468,7 +469,7 @@ def test_chunks_stream_in_while_the_workers_go_on_and_a_worker_lost_midway_loses
     # the time the first chunk is read; "full": ~4 MB a worker through 1 MiB pipes)
     sources = generate.generate_batch(300 if scale == "small" else 4096, 49)
     want = traditional.compile_batch(sources, workers=1).canonical()
-    pool = workers.pool(2)
+    pool = driver.worker_pool(2)
     if scale == "small":
         _more_than_the_pipes_hold(monkeypatch, pool, 1 << 15)  # (six chunks a worker, ~50 KB each)
     chunks, _ = traditional.compile_stream(sources, workers=2)
@@ -507,7 +508,7 @@ def test_compile_batch_with_its_workers_lost_midway_gives_what_one_process_does(
                     lost.append(chunk)
         return chunks_then_kill(), sizes
 
-    pool = workers.pool(2)
+    pool = driver.worker_pool(2)
     if scale == "small":
         _more_than_the_pipes_hold(monkeypatch, pool, 1 << 16)
     monkeypatch.setattr(driver, "compile_stream", killing_after_the_first_chunk)
@@ -523,7 +524,7 @@ def test_an_interrupt_while_compile_batch_unpacks_a_chunk_ends_the_workers(monke
     """compile_batch closes its stream: the pool is not left held by a suspended stream (which Jupyter's
     last traceback would keep alive), and the next batch gets a new pool."""
     sources = generate.generate_batch(300, 51)
-    pool = workers.pool(2)
+    pool = driver.worker_pool(2)
     procs = list(pool._procs)
 
     def interrupted(*args, **kwargs):
@@ -542,7 +543,7 @@ def test_an_interrupt_while_compile_batch_unpacks_a_chunk_ends_the_workers(monke
 
 def test_a_caller_leaving_a_stream_ends_its_workers():
     sources = generate.generate_batch(300, 50)
-    pool = workers.pool(2)
+    pool = driver.worker_pool(2)
     procs = list(pool._procs)
     chunks, _ = traditional.compile_stream(sources, workers=2)
     next(chunks)
@@ -552,7 +553,7 @@ def test_a_caller_leaving_a_stream_ends_its_workers():
 
 
 def test_an_error_in_a_streamed_part_comes_after_the_other_parts_and_leaves_the_pool_usable():
-    pool = workers.pool(2)
+    pool = driver.worker_pool(2)
     events = []
     with (pytest.raises(RuntimeError, match="failed after 3 items"),
           pool.streaming(worker_helpers.count_then_fail, [(3, True), (5, False)]) as stream):

@@ -15,9 +15,9 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display
 
 from ..compilers import DEFAULT_MODE, MODES, REFERENCE_MODES
-from ..compilers.traditional import workers as compile_workers
 from ..lang.errors import CompileError
 from ..lang.python_semantics import numpy_reference
+from ..runtime import workers as compile_workers
 from ..runtime.kernel import DTYPES, Kernel
 from ..session import current_session
 from ..verification.confidence import tests_needed

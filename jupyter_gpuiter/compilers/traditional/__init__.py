@@ -19,8 +19,10 @@ from .driver import (
     compile_chunk,
     compile_stream,
     compile_to_batches,
+    default_workers,
     warm_up,
+    worker_pool,
 )
 
 __all__ = ["PASSES", "Chunk", "chunk_cells", "chunk_closing", "compile_batch", "compile_chunk", "compile_stream",
-           "compile_to_batches", "warm_up"]
+           "compile_to_batches", "default_workers", "warm_up", "worker_pool"]

@@ -24,8 +24,8 @@ from ...ir import Program, ProgramBatch, gc_paused
 from ...lang import diagnostics, spec
 from ...lang.errors import KIND_CODES, CompileError
 from ...lang.lexer import number_value
+from ...runtime import workers as worker_processes
 from .. import serial
-from . import workers as worker_processes
 from .batch_lexer import Tokens, host_hints, lex
 from .batch_rules import check
 from .codegen import codegen
@@ -62,11 +62,16 @@ PAD_WASTE_ONE_THREAD = 1.05
 #: (their Tokens hold ~30 bytes a cell, a thirteenth of a chunk's working memory of ~400)
 REGROUP_CHUNKS = 2
 #: a CPU batch of this many source bytes or more is shared out to the resident worker processes once
-#: they have started (workers.py). Two workers against one process on the 2-core CPU (`gpuiter bench
+#: they have started (runtime/workers.py). Two workers against one process on the 2-core CPU (`gpuiter bench
 #: compile --n 128|256|512|1024|4096`): 1.29x at 0.05 MB, even at 0.11 MB, 1.20x at 0.22 MB, 1.34x at
 #: 0.43 MB, 1.27x at 1.75 MB; small batches gain unevenly (halves pad more, the round trip is fixed)
 #: and little in absolute terms, so they stay in-process
 POOL_MIN_BYTES = 1 << 17
+#: worker processes for big CPU batches: 0 or 1 compiles in-process (default: one per intra-op thread
+#: torch may use and usable core, as memory allows: runtime/workers.py); at most workers.MAX_WORKERS
+WORKERS_ENV = "GPUITER_COMPILE_WORKERS"
+#: a compile worker's resident memory, budgeted (330-345 MB measured after a 4,096-program batch on the CPU)
+WORKER_BYTES = 384 << 20
 
 
 def chunk_cells(device: torch.device) -> int:
@@ -223,9 +228,9 @@ def compile_to_batches(sources: list[str], device=None, timings: dict | None = N
     and sorted by bytes alone 29% of the token cells are padding). Lexed chunks are held until
     REGROUP_CHUNKS chunk budgets' worth of cells, which bounds the memory.
 
-    On a CPU a batch may be shared out to resident worker processes (workers.py), each compiling every
+    On a CPU a batch may be shared out to resident worker processes (runtime/workers.py), each compiling every
     n-th source by length with its share of the memory budget: `workers` None shares a batch of
-    POOL_MIN_BYTES or more out to workers.default_workers() processes once they have started (and
+    POOL_MIN_BYTES or more out to default_workers() processes once they have started (and
     compiles in-process while they start); 0 or 1 compiles in-process; n >= 2 waits for n workers
     (for batches of at least n sources). What the workers cannot take, or leave undelivered when one
     dies, is compiled in-process; a Python error in a worker is raised here. timings then add up the
@@ -247,11 +252,23 @@ def compile_stream(sources: list[str], device=None, timings: dict | None = None,
     if device.type != "cpu" or not worker_processes.available():
         n = 1
     elif workers is None:
-        n = worker_processes.default_workers() if sum(sizes[order].tolist()) >= POOL_MIN_BYTES else 1
+        n = default_workers() if sum(sizes[order].tolist()) >= POOL_MIN_BYTES else 1
     else:
         n = min(max(1, workers), worker_processes.MAX_WORKERS)
-    pool = worker_processes.pool(n, wait=workers is not None) if 1 < n <= len(order) else None
+    pool = worker_pool(n, wait=workers is not None) if 1 < n <= len(order) else None
     return _stream(encoded, order, sizes, device, max_cells, timings, pool, n), sizes
+
+
+def default_workers() -> int:
+    """Processes a big CPU batch is shared out to: $GPUITER_COMPILE_WORKERS, else as many as torch's
+    intra-op threads, the usable cores and half the memory left allow (runtime.workers.default_workers)."""
+    return worker_processes.default_workers(WORKERS_ENV, WORKER_BYTES)
+
+
+def worker_pool(workers: int, wait: bool = True):
+    """The resident pool of `workers` compile workers, each of which has built the passes' tables
+    (warm_up) before it says it is ready (runtime.workers.pool: None when it cannot take a batch now)."""
+    return worker_processes.pool(workers, wait, setup=warm_up)
 
 
 def _stream(encoded: list[bytes], order: list[int], sizes, device, max_cells: int, timings: dict | None, pool, n: int):

@@ -6,7 +6,6 @@ import torch
 
 from ...compilers import traditional
 from ...compilers.serial import compile_sources
-from ...compilers.traditional import workers
 from ...lang.generate import generate_batch
 from ...runtime.device import resolve
 from ...verification.confidence import as_count
@@ -30,8 +29,8 @@ def run(n: int = 4096, seed: int = 0, device=None, repeats: int = 3, json_path: 
     traditional.compile_batch(sources[:64], device=dev)  # warm-up: tables, allocator
     # on a CPU, the batch shared out to resident worker processes (started here, outside the timings), as
     # compile_to_batches does by default from POOL_MIN_BYTES (here whatever n is), and the same in one process
-    n_workers = workers.default_workers() if dev.type == "cpu" else 1
-    if n_workers > 1 and workers.pool(n_workers) is None:
+    n_workers = traditional.default_workers() if dev.type == "cpu" else 1
+    if n_workers > 1 and traditional.worker_pool(n_workers) is None:
         n_workers = 1  # no pool could start
     threads = torch.get_num_threads()
 

@@ -1,16 +1,20 @@
-"""Resident worker processes that share a big batch out over the CPU's cores (a GPU runs in-process).
+"""Resident worker processes that share work out over the CPU's cores (a GPU runs in-process).
 
-torch's intra-op threads split each of the passes' many small operations, which made two cores only
-1.45x one; two processes of one thread, each compiling its own part of the batch, come close to 2x
-(docs/compiler.md, "Worker processes on a CPU", has the design and why it is not ProcessPoolExecutor).
+Its user is the traditional compiler, which shares a big CPU batch out to the pool: torch's intra-op
+threads split each of the passes' many small operations, which made two cores only 1.45x one; two
+processes of one thread, each compiling its own part of the batch, come close to 2x (docs/compiler.md,
+"Worker processes on a CPU", has the design and why it is not ProcessPoolExecutor). What is the
+compiler's own (the workers' setup, the size of a batch worth sharing, a worker's memory) stays in
+compilers/traditional/driver.py; this module knows nothing of compiling.
 
 Each worker is a fresh interpreter (`_serve`) in a session of its own, talking to its parent over two
-pipes with multiprocessing's Connection (length-prefixed pickles); it exits when the parent's end
-closes. The pool serves one call at a time: `map` (a result a worker) or `streaming` (a generator
-function's items as each worker makes them, so that the caller works on them while the workers go
-on). Whatever goes wrong with it (a worker that cannot start or dies, a call from another thread in
-flight, an interrupt) leaves the batch, or the rows not delivered yet, to the caller, who compiles
-them in-process; an interrupt is raised again once the workers are gone.
+pipes with multiprocessing's Connection (length-prefixed pickles); it runs the pool's `setup` (a
+module-level function) before it says it is ready, and exits when the parent's end closes. The pool
+serves one call at a time: `map` (a result a worker) or `streaming` (a generator function's items as
+each worker makes them, so that the caller works on them while the workers go on). Whatever goes wrong
+with it (a worker that cannot start or dies, a call from another thread in flight, an interrupt) leaves
+the work, or the items not delivered yet, to the caller, who does it in-process; an interrupt is raised
+again once the workers are gone.
 """
 
 from __future__ import annotations
@@ -29,22 +33,18 @@ from multiprocessing.connection import Connection, wait
 
 import torch
 
-from ...runtime import host
+from . import host
 
 try:
     import fcntl
 except ImportError:  # not POSIX: no worker processes (default_workers), so no pipes to size
     fcntl = None
 
-#: worker processes for big CPU batches: 0 or 1 compiles in-process (default: one per intra-op thread
-#: torch may use and usable core); at most MAX_WORKERS
-ENV = "GPUITER_COMPILE_WORKERS"
+#: worker processes a pool may have at most
 MAX_WORKERS = 8
 #: seconds a worker may take to start (an interpreter importing torch: ~1.5 s on the 2-core CPU)
 START_TIMEOUT = 120
-#: a worker's resident memory, budgeted (330-345 MB measured after a 4,096-program batch on the CPU)
-WORKER_BYTES = 384 << 20
-_PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+_PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class WorkerLost(RuntimeError):
@@ -57,32 +57,33 @@ def available() -> bool:
     return os.name == "posix"
 
 
-def default_workers() -> int:
-    """Processes a big CPU batch is shared out to: $GPUITER_COMPILE_WORKERS, else as many as torch's
+def default_workers(env: str, worker_bytes: int) -> int:
+    """Processes to share work out to: the environment variable `env` if set, else as many as torch's
     intra-op threads and the usable cores (a container's CPU quota included) allow, and as fit in half
-    the memory this process can still get (a container's limit included), counting the running
-    workers' as its own; at most MAX_WORKERS (1: in-process)."""
+    the memory this process can still get (a container's limit included) at `worker_bytes` a worker,
+    counting the running workers' as its own; at most MAX_WORKERS (1: in-process)."""
     if not available():
         return 1
-    env = os.environ.get(ENV, "").strip()
-    if env:
+    value = os.environ.get(env, "").strip()
+    if value:
         try:
-            return min(max(1, int(env)), MAX_WORKERS)
+            return min(max(1, int(value)), MAX_WORKERS)
         except ValueError:
-            raise ValueError(f"{ENV}={env!r}: expected a whole number of worker processes (1: none)") from None
+            raise ValueError(f"{env}={value!r}: expected a whole number of worker processes (1: none)") from None
     n = min(torch.get_num_threads(), host.usable_cores(), MAX_WORKERS)
     free = host.memory_headroom()
     if free is not None:
-        n = min(n, (free + running() * WORKER_BYTES) // (2 * WORKER_BYTES))
+        n = min(n, (free + running() * worker_bytes) // (2 * worker_bytes))
     return max(1, n)
 
 
 class WorkerPool:
-    """`workers` processes, each with threads // workers intra-op threads (at least one). Raises OSError
-    if one cannot be spawned (the ones spawned are ended)."""
+    """`workers` processes, each with threads // workers intra-op threads (at least one), each running
+    `setup()` (a module-level function, or None) before it says it is ready. Raises OSError if one cannot
+    be spawned (the ones spawned are ended)."""
 
-    def __init__(self, workers: int, threads: int):
-        self.workers, self.broken, self.pid = workers, False, os.getpid()
+    def __init__(self, workers: int, threads: int, setup: Callable[[], object] | None = None):
+        self.workers, self.broken, self.pid, self.setup = workers, False, os.getpid(), setup
         self._procs: list[subprocess.Popen] = []
         self._inbox: list[Connection] = []  # from each worker
         self._outbox: list[Connection] = []  # to each worker
@@ -112,6 +113,7 @@ class WorkerPool:
         finally:
             os.close(down_r)
             os.close(up_w)
+        self._outbox[-1].send(self.setup)  # (a few bytes: the pipe holds them until the worker reads them)
 
     def _hear_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -134,7 +136,7 @@ class WorkerPool:
                 raise
 
     def ready(self) -> bool:
-        """Whether every worker has started (imported the compiler); never blocks (False while another
+        """Whether every worker has started (run its setup); never blocks (False while another
         thread listens for the workers)."""
         if not self._listening.acquire(blocking=False):
             return False
@@ -218,12 +220,12 @@ class WorkerPool:
                         failed.append(value)
         except (EOFError, OSError):
             self.close(kill=True)
-            raise WorkerLost("a compile worker died during the call") from None
+            raise WorkerLost("a worker process died during the call") from None
         except BaseException:  # an interrupt, or the caller leaving: the workers go at once
             self.close(kill=True)
             raise
         if failed:
-            raise RuntimeError(f"a compile worker failed:\n{failed[0]}")
+            raise RuntimeError(f"a worker process failed:\n{failed[0]}")
 
     def close(self, kill: bool = False) -> None:
         """End the workers: idle ones exit when their pipe closes (a stuck one is killed after 5 s);
@@ -254,14 +256,14 @@ _POOL_LOCK = threading.Lock()
 _START_FAILED = False  # a pool failed to start: batches stop trying to start one by default
 
 
-def pool(workers: int, wait: bool = True) -> WorkerPool | None:
-    """The resident pool of `workers` processes, started if need be (a broken one, or one of another
-    size that no call is using, is replaced). wait=False: None until it has started, without blocking,
-    and None for good once a pool has failed to start in this process. Also None when the pool cannot
-    start or another size is in use."""
+def pool(workers: int, wait: bool = True, setup: Callable[[], object] | None = None) -> WorkerPool | None:
+    """The resident pool of `workers` processes whose workers ran `setup()`, started if need be (a broken
+    one, or one of another size or setup that no call is using, is replaced). wait=False: None until it
+    has started, without blocking, and None for good once a pool has failed to start in this process.
+    Also None when the pool cannot start or another size or setup is in use."""
     global _POOL, _START_FAILED
     with _POOL_LOCK:
-        if _POOL is not None and (_POOL.broken or _POOL.workers != workers):
+        if _POOL is not None and (_POOL.broken or _POOL.workers != workers or _POOL.setup != setup):
             if not _POOL._busy.acquire(blocking=False):
                 return None  # another thread's call is using it
             _POOL.close()
@@ -271,7 +273,7 @@ def pool(workers: int, wait: bool = True) -> WorkerPool | None:
             if _START_FAILED and not wait:
                 return None
             try:
-                _POOL = WorkerPool(workers, torch.get_num_threads())
+                _POOL = WorkerPool(workers, torch.get_num_threads(), setup)
             except OSError:
                 _START_FAILED = True
                 return None
@@ -290,7 +292,7 @@ def running() -> int:
 
 @atexit.register
 def shutdown() -> None:
-    """Stop the resident pool, once a call in flight has ended (a later big batch starts a new one)."""
+    """Stop the resident pool, once a call in flight has ended (a later call of pool() starts a new one)."""
     global _POOL
     with _POOL_LOCK:
         if _POOL is not None:
@@ -314,14 +316,18 @@ if hasattr(os, "register_at_fork"):
 
 
 def _serve(down: int, up: int, threads: int) -> None:
-    """A worker's loop: (function, arguments) in, (True, result) or (False, traceback text) out; a
-    generator function's items go out first, each as ("item", item), and its return value is the result."""
+    """A worker's loop: the pool's setup first (before the worker says it is ready; an error in it ends
+    the worker, which the pool sees as a worker that died starting), then (function, arguments) in,
+    (True, result) or (False, traceback text) out; a generator function's items go out first, each as
+    ("item", item), and its return value is the result."""
     torch.set_num_threads(threads)
-    from . import warm_up
-
-    warm_up()  # the compiler imported and its tables built before the worker says it is ready
-
     inbox, outbox = Connection(down, writable=False), Connection(up, readable=False)
+    try:
+        setup = inbox.recv()
+    except (EOFError, OSError):  # the parent closed the pool before the worker started
+        return
+    if setup is not None:
+        setup()
     try:
         outbox.send("ready")
         while True:
