@@ -37,7 +37,7 @@ from .verification.confidence import as_count, as_probability, tests_needed
 from .verification.confidence import false_accept_risk as _false_accept_risk
 
 __all__ = [
-    "MODES",
+    "PARADIGMS",
     "PHASE_DEVICE",
     "CostModel",
     "calibrate",
@@ -47,8 +47,9 @@ __all__ = [
     "pass_at_k_unbiased",
 ]
 
-#: The ways to run one loop iteration, in the order the widgets draw them.
-MODES = ("cpu", "traditional", "neural", "hybrid")
+#: The ways to run one loop iteration that the model compares, in the order the widgets draw them (the paper's
+#: paradigms: "cpu" is the CPU loop, not a compiler mode; compilers.MODES is the registry of compiler modes).
+PARADIGMS = ("cpu", "traditional", "neural", "hybrid")
 
 #: Which device is busy during each phase (the other one idles): used by :meth:`CostModel.energy`.
 #: Transfers are driven by the host; the CPU loop's "execute and test" is dominated by the kernel
@@ -120,8 +121,8 @@ class CostModel:
     # -- pieces --
 
     def _args(self, mode: str, k, n_tests, p) -> tuple[int, int, float]:
-        if mode not in MODES:
-            raise ValueError(f"unknown mode {mode!r}: expected one of {', '.join(MODES)}")
+        if mode not in PARADIGMS:
+            raise ValueError(f"unknown mode {mode!r}: expected one of {', '.join(PARADIGMS)}")
         k = as_count("k (number of candidates)", k, minimum=1)
         n = self.n_tests if n_tests is None else as_count("n_tests", n_tests)
         pp = self.p if p is None else as_probability("p", p)

@@ -32,7 +32,7 @@ import torch
 from jupyter_gpuiter.compilers import traditional
 from jupyter_gpuiter.compilers.traditional import driver
 from jupyter_gpuiter.compilers.traditional.plan import split
-from jupyter_gpuiter.lang.generate import generate_batch
+from jupyter_gpuiter.generate import generate_batch
 
 
 def main() -> None:

@@ -21,7 +21,7 @@ import torch
 
 from jupyter_gpuiter.compilers import traditional
 from jupyter_gpuiter.compilers.traditional import driver
-from jupyter_gpuiter.lang.generate import generate_batch
+from jupyter_gpuiter.generate import generate_batch
 
 DEFAULTS = {"cpu": "15:21,17:21,19:21,21:21", "cuda": "20:21,20:24,22:24,24:24,24:26"}
 

@@ -10,7 +10,7 @@ import torch
 
 from jupyter_gpuiter.compilers.traditional import NO_ERROR
 from jupyter_gpuiter.compilers.traditional.pack import pack
-from jupyter_gpuiter.lang import generate
+from jupyter_gpuiter import generate
 
 lex, rules, parse, semantic, codegen = (importlib.import_module(f"jupyter_gpuiter.compilers.traditional.{m}")
                                         for m in ("lex", "rules", "parse", "semantic", "codegen"))

@@ -27,7 +27,7 @@ from jupyter_gpuiter.compilers import traditional
 from jupyter_gpuiter.compilers.traditional import driver
 from jupyter_gpuiter.compilers.traditional.pack import pack
 from jupyter_gpuiter.compilers.traditional.plan import by_size, split
-from jupyter_gpuiter.lang.generate import generate_batch
+from jupyter_gpuiter.generate import generate_batch
 
 
 def main() -> None:

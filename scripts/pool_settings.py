@@ -74,7 +74,7 @@ def main() -> None:
 
     from jupyter_gpuiter.compilers import traditional
     from jupyter_gpuiter.compilers.traditional import workers
-    from jupyter_gpuiter.lang.generate import generate_batch
+    from jupyter_gpuiter.generate import generate_batch
 
     encoded = [traditional.encode(s) for s in generate_batch(args.n, args.seed)]
     sizes = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))

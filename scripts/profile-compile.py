@@ -23,7 +23,7 @@ from torch.profiler import ProfilerActivity, profile
 from jupyter_gpuiter.compilers import traditional
 from jupyter_gpuiter.compilers.traditional import driver
 from jupyter_gpuiter.compilers.traditional import compile_to_batches
-from jupyter_gpuiter.lang import generate
+from jupyter_gpuiter import generate
 
 lex_module = importlib.import_module("jupyter_gpuiter.compilers.traditional.batch_lexer")  # (the package's `lex` is the function)
 

@@ -12,8 +12,8 @@ import torch
 
 from jupyter_gpuiter.compilers import traditional
 from jupyter_gpuiter.compilers.serial import compile_sources
+from jupyter_gpuiter.generate import generate_batch
 from jupyter_gpuiter.ir import Program
-from jupyter_gpuiter.lang.generate import generate_batch
 from jupyter_gpuiter.runtime import workers
 from jupyter_gpuiter.tools.bench import compile as bench_compile
 from jupyter_gpuiter.tools.bench.common import write_json

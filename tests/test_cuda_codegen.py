@@ -5,8 +5,7 @@
 import pytest
 from cuda_programs import COMPUTE_OPS, chain_programs, const_program, disagreements, op_program
 
-from jupyter_gpuiter import compile_batch
-from jupyter_gpuiter.lang import generate
+from jupyter_gpuiter import compile_batch, generate
 from jupyter_gpuiter.runtime.cuda import cuda_source, launch
 
 

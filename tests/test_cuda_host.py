@@ -16,8 +16,7 @@ import numpy as np
 import pytest
 from cuda_programs import COMPUTE_OPS, LITERALS, chain_programs, const_program, disagreements, op_program
 
-from jupyter_gpuiter import compile_batch
-from jupyter_gpuiter.lang import generate
+from jupyter_gpuiter import compile_batch, generate
 from jupyter_gpuiter.runtime.cuda import C_TYPES, HEADER, cuda_source
 
 #: What the kernels take from cuda_fp16.h, cuda_bf16.h and CUDA itself, for the host (float16 through GCC's

@@ -16,9 +16,8 @@ import pytest
 import torch
 from cuda_programs import COMPUTE_OPS, LITERALS, const_program, op_program
 
-from jupyter_gpuiter import compile_batch
+from jupyter_gpuiter import compile_batch, generate
 from jupyter_gpuiter.ir import Program
-from jupyter_gpuiter.lang import generate
 from jupyter_gpuiter.runtime.cuda import (
     C_OPS,
     HEADER,

@@ -27,8 +27,8 @@ import pytest
 import torch
 
 from jupyter_gpuiter.compilers import compile_batch
+from jupyter_gpuiter.generate import generate_batch
 from jupyter_gpuiter.ir import Program, ProgramBatch
-from jupyter_gpuiter.lang.generate import generate_batch
 from jupyter_gpuiter.lang.spec import IR_OP_INDEX
 from jupyter_gpuiter.runtime import fused, vm
 from jupyter_gpuiter.runtime.reference import NUMPY_OPS

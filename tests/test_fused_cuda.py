@@ -22,8 +22,8 @@ from test_cuda_host import cxx as cxx  # noqa: PLC0414 - the fixture
 from test_cuda_nvrtc import ARCHS, DTYPES
 from test_cuda_nvrtc import nvrtc as nvrtc  # noqa: PLC0414 - the fixture
 
-from jupyter_gpuiter import compile_batch
-from jupyter_gpuiter.lang import generate, spec
+from jupyter_gpuiter import compile_batch, generate
+from jupyter_gpuiter.lang import spec
 from jupyter_gpuiter.runtime import fused, fused_cuda
 from jupyter_gpuiter.runtime.cuda import NVRTC_OPTIONS, nvrtc_compile
 from jupyter_gpuiter.verification.compare import default_tolerances

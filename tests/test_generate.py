@@ -1,4 +1,4 @@
-"""The random program generator and mutator (jupyter_gpuiter.lang.generate), checked against the serial
+"""The random program generator and mutator (jupyter_gpuiter.generate), checked against the serial
 compiler and the reference evaluator: generated programs are valid, evaluate, reach every operator,
 builtin and formatting variant, and are deterministic; mutants are rejected with a well-formed
 CompileError (and the targeted mutations with the kind they promise)."""
@@ -20,9 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jupyter_gpuiter.compilers.serial import compile_source
-from jupyter_gpuiter.lang import spec
-from jupyter_gpuiter.lang.errors import ERROR_KINDS, CompileError
-from jupyter_gpuiter.lang.generate import (
+from jupyter_gpuiter.generate import (
     GUARANTEED_KINDS,
     MUTATIONS,
     generate,
@@ -31,6 +29,8 @@ from jupyter_gpuiter.lang.generate import (
     mutate,
     mutate_batch,
 )
+from jupyter_gpuiter.lang import spec
+from jupyter_gpuiter.lang.errors import ERROR_KINDS, CompileError
 from jupyter_gpuiter.lang.lexer import normalize_newlines, tokenize
 from jupyter_gpuiter.runtime.reference import evaluate
 
@@ -183,7 +183,7 @@ def test_deterministic():
 
 
 def test_deterministic_across_hash_seeds():
-    code = ("import hashlib; from jupyter_gpuiter.lang.generate import generate_batch, mutate_batch; "
+    code = ("import hashlib; from jupyter_gpuiter.generate import generate_batch, mutate_batch; "
             "s = generate_batch(200, 7); m = mutate_batch(s, 7); "
             "print(hashlib.sha256(repr((s, m)).encode()).hexdigest())")
     digests = set()

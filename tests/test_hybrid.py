@@ -9,7 +9,7 @@ from jupyter_gpuiter.compilers.neural import Candidates
 from jupyter_gpuiter.compilers.neural import tokens as tk
 from jupyter_gpuiter.compilers.neural.model import ModelConfig, Seq2Seq
 from jupyter_gpuiter.compilers.serial import compile_source
-from jupyter_gpuiter.lang.generate import generate_batch, mutate_batch
+from jupyter_gpuiter.generate import generate_batch, mutate_batch
 
 SRC = "def f(x, y):\n    return x * y + 1\n"
 SAME_MEANING = "def f(x, y):\n    return y * x + 1\n"  # other text, same values (multiplication commutes)

@@ -284,7 +284,7 @@ def test_start_and_clean_shutdown(gpuiter_jupyter_path):
         cell = ("import psutil\n"
                 "from jupyter_gpuiter.compilers import traditional\n"
                 "from jupyter_gpuiter.runtime import workers\n"
-                "from jupyter_gpuiter.lang import generate\n"
+                "from jupyter_gpuiter import generate\n"
                 "def pooled(seed):  # a batch compiled by the workers (their chunks bring literals as text)\n"
                 "    chunks, _ = traditional.compile_to_batches(generate.generate_batch(200, seed), workers=2)\n"
                 "    return all(c.literals is not None for _, c in chunks)\n"

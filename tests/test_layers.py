@@ -11,7 +11,7 @@ import jupyter_gpuiter
 PACKAGE = Path(jupyter_gpuiter.__file__).parent
 #: bottom to top; each top-level module or folder of the package imports only from its own layer and those before it.
 #: The package's face (__init__.py) re-exports the session layer: importing from it is importing from "session".
-LAYERS = ["lang", "ir", "runtime", "verification", "compilers", "theory", "session", "front", "tools"]
+LAYERS = ["lang", "ir", "generate", "runtime", "verification", "compilers", "theory", "session", "front", "tools"]
 FACE = "__init__"
 
 

@@ -10,9 +10,9 @@ from jupyter_gpuiter.compilers.neural import tokens as tk
 from jupyter_gpuiter.compilers.neural.model import ModelConfig, Seq2Seq
 from jupyter_gpuiter.compilers.neural.train import exact_match, make_dataset
 from jupyter_gpuiter.compilers.serial import compile_source
+from jupyter_gpuiter.generate import generate_batch
 from jupyter_gpuiter.ir import Program
 from jupyter_gpuiter.lang.errors import CompileError
-from jupyter_gpuiter.lang.generate import generate_batch
 
 
 def round_trip(source: str) -> str:

@@ -7,8 +7,8 @@ from edge_cases import INVALID
 import jupyter_gpuiter as gi
 from jupyter_gpuiter import compile_batch
 from jupyter_gpuiter.compilers.serial import compile_sources
+from jupyter_gpuiter.generate import generate_batch, mutate_batch
 from jupyter_gpuiter.lang.errors import CompileError
-from jupyter_gpuiter.lang.generate import generate_batch, mutate_batch
 from jupyter_gpuiter.tools import cli
 
 ISSUE = {  # the issue's examples, each of which mode="neural" compiled to a kernel

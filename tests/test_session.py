@@ -8,7 +8,7 @@ import torch
 import jupyter_gpuiter as gi
 from jupyter_gpuiter import compilers
 from jupyter_gpuiter.compilers import AUTO_CROSSOVER_CPU, resolve_mode, serial
-from jupyter_gpuiter.lang.generate import generate_batch
+from jupyter_gpuiter.generate import generate_batch
 from jupyter_gpuiter.runtime.render import torch_function
 
 SRC = "def f(x, y):\n    return x * y + 1.0\n"

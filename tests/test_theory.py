@@ -72,7 +72,7 @@ def test_energy_by_hand():
 
 def test_breakdown_sums_to_latency_for_every_mode():
     m = CostModel(execute_test_ms=333)
-    for mode in T.MODES:
+    for mode in T.PARADIGMS:
         for k in (1, 7, 64, 100):
             b = m.breakdown(mode, k, 12345, 0.3)
             assert set(b) <= set(T.PHASE_DEVICE)

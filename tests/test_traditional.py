@@ -15,12 +15,12 @@ from edge_cases import COLLIDING, INVALID, TM_A, TM_B, VALID
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jupyter_gpuiter import compile_batch
+from jupyter_gpuiter import compile_batch, generate
 from jupyter_gpuiter.compilers import traditional
 from jupyter_gpuiter.compilers.traditional import batch_lexer, driver
 from jupyter_gpuiter.compilers.traditional.regroup import regroup
 from jupyter_gpuiter.ir import Program, ProgramBatch
-from jupyter_gpuiter.lang import generate, spec
+from jupyter_gpuiter.lang import spec
 from jupyter_gpuiter.lang.errors import CompileError
 from jupyter_gpuiter.lang.lexer import number_value, tokenize
 

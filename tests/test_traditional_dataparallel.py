@@ -9,9 +9,9 @@ import torch
 from edge_cases import INVALID, VALID
 from torch.overrides import TorchFunctionMode
 
+from jupyter_gpuiter import generate
 from jupyter_gpuiter.compilers import traditional
 from jupyter_gpuiter.compilers.traditional.pack import encode
-from jupyter_gpuiter.lang import generate
 
 #: calls that hand tensor data to Python, or need it to size their result (on CUDA: a sync each)
 READS = {"tolist", "item", "__bool__", "__int__", "__float__", "__index__", "numpy", "cpu", "nonzero", "argwhere",

@@ -27,9 +27,10 @@ import torch
 import worker_helpers
 from edge_cases import COLLIDING, INVALID, VALID
 
+from jupyter_gpuiter import generate
 from jupyter_gpuiter.compilers import traditional
 from jupyter_gpuiter.compilers.traditional import driver
-from jupyter_gpuiter.lang import generate, spec
+from jupyter_gpuiter.lang import spec
 from jupyter_gpuiter.runtime import workers
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -4,9 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from jupyter_gpuiter import compile_batch
+from jupyter_gpuiter import compile_batch, generate
 from jupyter_gpuiter.ir import ProgramBatch
-from jupyter_gpuiter.lang import generate
 from jupyter_gpuiter.runtime import reference, vm
 from jupyter_gpuiter.runtime.render import torch_function
 

@@ -15,7 +15,7 @@ from jupyter_gpuiter.front.widgets import tradeoffs as TW
 from jupyter_gpuiter.front.widgets.history import COLD, RESIDENT
 from jupyter_gpuiter.front.widgets.panel import GAUGE_MAX
 from jupyter_gpuiter.session import Iteration
-from jupyter_gpuiter.theory import MODES, CostModel, false_accept_risk, optimise
+from jupyter_gpuiter.theory import PARADIGMS, CostModel, false_accept_risk, optimise
 from jupyter_gpuiter.verification.verdict import Counterexample, Verdict
 
 PLUS_ONE = "def f(x):\n    return x + 1\n"
@@ -138,7 +138,7 @@ def test_panel_refuses_other_types():
 
 
 def latencies(model, k, n, p):
-    return tuple(model.latency(mode, k, n, p) for mode in MODES)
+    return tuple(model.latency(mode, k, n, p) for mode in PARADIGMS)
 
 
 def test_explorer_initial_state_is_the_model():
@@ -147,7 +147,7 @@ def test_explorer_initial_state_is_the_model():
     # N: the model's, rounded up to the slider's grid (a browser snaps the slider to it)
     assert ex.k == 1 and ex.n_tests == round(TW._n_slider_value(m.n_tests)) == 6918 and ex.p == m.p
     assert round(_browser_snap(ex.n_slider)) == ex.n_tests
-    assert ex.fig.data[TW.LATENCY].x == MODES
+    assert ex.fig.data[TW.LATENCY].x == PARADIGMS
     assert ex.fig.data[TW.LATENCY].y == pytest.approx(latencies(m, 1, ex.n_tests, m.p))
     assert ex.fig.data[TW.LATENCY].y[0] == 212.0
     assert ex.fig.data[TW.MEASURED].x == ()
@@ -391,7 +391,7 @@ def _check_drawn_agrees_with_text(ex):
         assert drawn[i].get("x") == (list(trace.x) if trace.x is not None else None), (i, trace.name)
         assert drawn[i].get("y") == pytest.approx(list(trace.y) if trace.y is not None else None), (i, trace.name)
     bars, risk, cur = drawn[TW.LATENCY], drawn[TW.RISK], drawn[TW.CURRENT]
-    assert bars["x"] == list(MODES)  # every bar labelled with its mode
+    assert bars["x"] == list(PARADIGMS)  # every bar labelled with its mode
     assert bars["y"] == pytest.approx(latencies(ex.model, ex.k, ex.n_tests, ex.p))
     assert risk["x"] == list(TW._N_GRID)
     n, stated = _stated(ex.summary.value)

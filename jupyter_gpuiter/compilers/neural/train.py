@@ -21,8 +21,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from ...generate import generate
 from ...lang.errors import CompileError
-from ...lang.generate import generate
 from . import model_from_checkpoint, read_checkpoint
 from . import tokens as tk
 from .model import ModelConfig, Seq2Seq, pad_inputs

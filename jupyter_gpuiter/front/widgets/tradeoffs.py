@@ -34,7 +34,7 @@ import ipywidgets as W
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ...theory import MODES, CostModel, calibrate, false_accept_risk, optimise, pass_at_k
+from ...theory import PARADIGMS, CostModel, calibrate, false_accept_risk, optimise, pass_at_k
 from ...verification.confidence import epsilon_bound, format_count, format_rate, tests_needed
 
 __all__ = ["TradeoffExplorer"]
@@ -109,7 +109,7 @@ class TradeoffExplorer:
 
         fig = make_subplots(rows=1, cols=2, column_widths=[0.5, 0.5],
                             subplot_titles=("latency of one iteration (model)", "false-accept risk k(1−ε)^N"))
-        fig.add_trace(go.Bar(name="model", x=list(MODES), y=[0.0] * len(MODES), textposition="outside",
+        fig.add_trace(go.Bar(name="model", x=list(PARADIGMS), y=[0.0] * len(PARADIGMS), textposition="outside",
                              hovertemplate="%{x}: %{y:.3g} ms<extra></extra>"), row=1, col=1)
         fig.add_trace(go.Scatter(name="measured", x=[], y=[], mode="markers", text=[],
                                  marker={"symbol": "diamond", "size": 10, "color": "black"},
@@ -150,7 +150,7 @@ class TradeoffExplorer:
         model = calibrate(model if model is not None else CostModel(), session.history)
         points = [{"mode": it.extra.get("mode", "traditional"), "latency_ms": 1e3 * sum(it.seconds.values()),
                    "label": it.name} for it in session.history if it.kind == "verify"][-50:]
-        return cls(model, [p for p in points if p["mode"] in MODES], **kwargs)
+        return cls(model, [p for p in points if p["mode"] in PARADIGMS], **kwargs)
 
     def set_model(self, model: CostModel) -> None:
         """Swap the cost model (e.g. after :func:`~jupyter_gpuiter.theory.calibrate`) and redraw."""
@@ -164,8 +164,8 @@ class TradeoffExplorer:
         points = []
         for m in measured:
             mode = m.get("mode")
-            if mode not in MODES:
-                raise ValueError(f"a measured point needs a mode in {MODES}, got {mode!r}")
+            if mode not in PARADIGMS:
+                raise ValueError(f"a measured point needs a mode in {PARADIGMS}, got {mode!r}")
             ms = float(m["latency_ms"] if "latency_ms" in m else m["ms"])
             points.append({"mode": mode, "latency_ms": ms, "label": str(m.get("label", mode))})
         self.measured = points
@@ -258,7 +258,7 @@ class TradeoffExplorer:
 
     def _compute(self) -> None:
         m, k, n, delta, eps, p = self.model, self.k, self.n_tests, self.delta, self.epsilon, self.p
-        lat = [m.latency(mode, k, n, p) for mode in MODES]
+        lat = [m.latency(mode, k, n, p) for mode in PARADIGMS]
         cpu = lat[0]
         risk = [max(_RISK_FLOOR, false_accept_risk(eps, x, k)) for x in _N_GRID]
         risk_now = false_accept_risk(eps, n, k)
@@ -268,7 +268,7 @@ class TradeoffExplorer:
             self.optimum = None
         # one message, every value explicit (no "_undefined_" placeholders: see the module docstring)
         self.fig.plotly_update(restyle_data={
-            "x": [list(MODES), list(_N_GRID), [n], [_N_GRID[0], _N_GRID[-1]]],
+            "x": [list(PARADIGMS), list(_N_GRID), [n], [_N_GRID[0], _N_GRID[-1]]],
             "y": [lat, risk, [max(_RISK_FLOOR, risk_now)], [delta, delta]],
             "text": [[f"{cpu / x:.3g}×" if x > 0 else "" for x in lat], None, None, None],
         }, trace_indexes=[LATENCY, RISK, CURRENT, DELTA])
@@ -286,7 +286,7 @@ class TradeoffExplorer:
         m, k, n, delta, eps, p = self.model, self.k, self.n_tests, self.delta, self.epsilon, self.p
         rows = "".join(
             f"<tr><td>{mode}</td><td>{ms:.3g} ms</td><td>{lat[0] / ms:.3g}×</td>"
-            f"<td>{m.energy(mode, k, n, p):.3g} J</td></tr>" for mode, ms in zip(MODES, lat, strict=True))
+            f"<td>{m.energy(mode, k, n, p):.3g} J</td></tr>" for mode, ms in zip(PARADIGMS, lat, strict=True))
         bound = epsilon_bound(n, delta / k)
         need = tests_needed(eps, delta / k)
         ok = "meets" if risk_now <= delta else "exceeds"

@@ -6,7 +6,7 @@ import torch
 
 from ...compilers import traditional
 from ...compilers.serial import compile_sources
-from ...lang.generate import generate_batch
+from ...generate import generate_batch
 from ...runtime.device import resolve
 from ...verification.confidence import as_count
 from .common import alternating, machine, write_json

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ...compilers import AUTO_CROSSOVER_CPU, compile_batch
 from ...compilers import traditional as traditional_compiler
-from ...lang.generate import generate_batch
+from ...generate import generate_batch
 from ...runtime.device import resolve
 from .common import alternating, machine, write_json
 

@@ -41,8 +41,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from . import spec
-from .lexer import Token, normalize_newlines, tokenize
+from .lang import spec
+from .lang.lexer import Token, normalize_newlines, tokenize
 
 __all__ = [
     "GUARANTEED_KINDS",
