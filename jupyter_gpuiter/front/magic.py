@@ -14,8 +14,8 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
+from .. import CompileError
 from ..compilers import DEFAULT_MODE, MODES, REFERENCE_MODES
-from ..lang.errors import CompileError
 from ..lang.python_semantics import numpy_reference
 from ..runtime import workers as compile_workers
 from ..runtime.kernel import DTYPES, Kernel

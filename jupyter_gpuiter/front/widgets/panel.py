@@ -13,8 +13,7 @@ import math
 import ipywidgets as W
 import plotly.graph_objects as go
 
-from ...lang.errors import CompileError
-from ...verification.verdict import Verdict
+from ... import CompileError, Verdict
 
 __all__ = ["GAUGE_MAX", "VerificationPanel"]
 
