@@ -31,15 +31,20 @@ bench() {  # bench NAME TIMEOUT SUITE ARGS...: one suite, its JSON under $OUT/NA
   shift 2
   timeout "$limit" "$PY" -m jupyter_gpuiter.tools.cli bench "$@" --device cuda --out "$OUT/$name" > "$OUT/bench-$name.txt" 2>&1
 }
+tool() {  # tool NAME TIMEOUT TOOL ARGS...: one of the compiler's measurement tools, its output in $OUT/NAME.txt
+  local name=$1 limit=$2
+  shift 2
+  timeout "$limit" "$PY" -u -m jupyter_gpuiter.tools.cli bench "$@" > "$OUT/$name.txt" 2>&1
+}
 bench compile-4096 45 compile --n 4096
 # programs/s on a GPU-sized batch by chunk size (no serial run: 65,536 programs cost it ~40 s), per pass
-timeout 75 "$PY" -u scripts/chunk-sweep.py --device cuda --n 65536 --repeats 2 > "$OUT/chunk-sweep.txt" 2>&1
+tool chunk-sweep 75 chunks --device cuda --n 65536 --repeats 2
 # where a chunk's time goes on the device, and whether the device waits for the host's launches
-timeout 20 "$PY" -u scripts/profile-compile.py --device cuda --n 8192 > "$OUT/profile-compile.txt" 2>&1
+tool profile-compile 20 profile --device cuda --n 8192
 bench vm 40 vm
 bench verify 40 verify
 bench neural 50 neural
 bench peers 60 peers --iterations 5  # CuPy and nvcc join here; torch.compile costs ~1 s an edit
 # the per-op costs behind the passes, at a GPU-sized chunk (compare with the CPU table in docs/performance.md)
-timeout 15 "$PY" scripts/op-costs.py --device cuda --rows 8000 --cols 256 > "$OUT/op-costs.txt" 2>&1
+tool op-costs 15 ops --device cuda --rows 8000 --cols 256
 tail -n +1 "$OUT"/*.txt

@@ -136,6 +136,15 @@ def _run_suites(args, suites) -> int:
     return 0
 
 
+def _bench_tool(name: str, argv: list[str]) -> int:
+    """`gpuiter bench TOOL ...`: one of the compiler's measurement tools, with its own options."""
+    from .bench import ab, chunk_cost, chunks, compile_profile, host, ops, settings
+
+    tools = {"chunks": chunks, "chunk-cost": chunk_cost, "host": host, "ops": ops, "profile": compile_profile,
+             "settings": settings, "ab": ab}
+    return tools[name].main(argv)
+
+
 def _train_neural(args) -> int:
     from ..compilers.neural.train import TrainConfig, export, train
 
@@ -166,6 +175,11 @@ def _install_kernel(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     from ..compilers import MODES
+    from .bench import TOOLS
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["bench"] and len(argv) > 1 and argv[1] in TOOLS:
+        return _bench_tool(argv[1], argv[2:])
 
     parser = argparse.ArgumentParser(prog="gpuiter", description="Compile, verify and benchmark kernels.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -174,7 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mode", default="serial", choices=sorted(MODES), help="Which compiler to use.")
     p.add_argument("--emit", choices=["ir"], help="Print the canonical IR of the compiled program.")
     p.set_defaults(run=_compile)
-    b = sub.add_parser("bench", help="Run benchmark suites; prints ratios measured in one run and writes JSON.")
+    b = sub.add_parser("bench", help="Run benchmark suites; prints ratios measured in one run and writes JSON.",
+                       epilog=f"The compiler's measurement tools take their own options: gpuiter bench "
+                              f"{{{','.join(TOOLS)}}} --help.")
     b.add_argument("suite", nargs="?", default="all",
                    help="Which suite: compile, vm, loop, verify, neural, peers, or all.")
     b.add_argument("--n", type=_count(1), default=4096, help="Number of generated programs.")

@@ -102,7 +102,7 @@ class FirstError:
 
 def eq(x: torch.Tensor, c) -> torch.Tensor:
     """x == c for integer tensors (c a tensor or an int). Below 64 bits as ~(x ^ c).bool(): on a CPU an
-    xor, a nonzero test and a not cost 12-16 us on [500, 200] against 22 for `==` (scripts/op-costs.py);
+    xor, a nonzero test and a not cost 12-16 us on [500, 200] against 22 for `==` (`gpuiter bench ops`);
     for int64 they cost more (33), so int64 keeps `==`."""
     return x == c if x.dtype == torch.int64 else ~(x ^ c).bool()
 

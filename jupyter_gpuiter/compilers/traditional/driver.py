@@ -50,11 +50,11 @@ CUDA_CHUNK_CELLS = 1 << 24
 #: program's length would make it PAD_WASTE times its programs' bytes: every pass costs B x L, so a
 #: batch with short and long programs is cheaper in a few length-homogeneous chunks (1.7x on 4,096
 #: generated programs on the 2-core CPU). A GPU pays ~1,000 kernel launches a chunk whatever its size,
-#: so it prefers fewer, larger chunks (the CUDA figures are not measured yet: scripts/chunk-sweep.py).
+#: so it prefers fewer, larger chunks (the CUDA figures are not measured yet: `gpuiter bench chunks`).
 MIN_CHUNK_CELLS = {"cpu": 1 << 17, "cuda": 1 << 22}
 PAD_WASTE = 1.1
 #: PAD_WASTE on a CPU with one intra-op thread (a worker process's), where a chunk closing sooner is
-#: faster: two workers took 7-9% less time on 4,096 generated programs (`scripts/pool_settings.py`,
+#: faster: two workers took 7-9% less time on 4,096 generated programs (`gpuiter bench settings`,
 #: two seeds; 1.0-1.07 alike); with two threads in one process 1.1 is the faster, as each operation's
 #: fork and join favours larger arrays (docs/performance.md)
 PAD_WASTE_ONE_THREAD = 1.05

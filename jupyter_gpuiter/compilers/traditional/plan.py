@@ -5,7 +5,7 @@ would make it pad too much or outgrow the memory budget. On a GPU, where a chunk
 thousands of programs, the host's work per program bounds the programs/s, so nothing here takes a
 Python step per row but the encoding: the cut is greedy from the first row, and each chunk's end is
 found by numpy over a window of the rows after its start (running maximum of widths, prefix sum of
-heights). `python scripts/host-cost.py` times this and the rest of the host's share.
+heights). `gpuiter bench host` times this and the rest of the host's share.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -21,6 +22,21 @@ def machine(device) -> dict:
     if torch.device(device).type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)
     return info
+
+
+def device_sync(device):
+    """What `timed` and `alternating` take as `sync` for `device`: CUDA's synchronize, else None."""
+    dev = torch.device(device)
+    return (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else None
+
+
+def tool_parser(name: str, doc: str):
+    """The argument parser of the measurement tool `gpuiter bench NAME` (its module docstring's first paragraph
+    as the description, the rest as the epilog)."""
+    first, _, rest = doc.partition("\n\n")
+    return argparse.ArgumentParser(prog=f"gpuiter bench {name}", description=" ".join(first.split()),
+                                   epilog=rest.strip() or None,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
 def timed(fn, repeats: int, sync=None) -> tuple[float, list[float], object]:

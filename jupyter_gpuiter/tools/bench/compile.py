@@ -98,7 +98,7 @@ def run(n: int = 4096, seed: int = 0, device=None, repeats: int = 3, json_path: 
     summed = " (summed over the workers)" if n_workers > 1 else ""
     print(f"  per pass{summed}: " + ", ".join(f"{k} {v * 1e3:.0f} ms ({100 * v / total:.0f}%)" for k, v in passes.items()))
     host_us = report["host_us_per_program"]
-    if dev.type == "cpu":  # (a CPU pads on the host, a GPU's path only joins: scripts/host-cost.py times that)
+    if dev.type == "cpu":  # (a CPU pads on the host, a GPU's path only joins: `gpuiter bench host` times that)
         print(f"  host's work before the passes (plan and pack{summed}): {host_us:.2f} us a program")
     else:  # (pack's time holds the upload and the device's padding gather too)
         print(f"  host's work before the passes (plan and pack): {host_us:.2f} us a program, "

@@ -1,7 +1,7 @@
-"""The host's work per program on a GPU's path through the traditional compiler, and the programs/s it
-allows any device (docs/performance.md, "The host's share round").
+"""`gpuiter bench host`: the host's work per program on a GPU's path through the traditional compiler, and
+the programs/s it allows any device (docs/performance.md).
 
-    python scripts/host-cost.py [--n 16384] [--copies 4] [--repeats 5]
+    gpuiter bench host [--n 16384] [--copies 4] [--repeats 5]
 
 A GPU runs a chunk's passes in a few thousand kernel launches whatever its size, but the host touches
 every program before the device sees it: it encodes and sorts the sources, cuts them into chunks and
@@ -11,31 +11,28 @@ runs them for a CUDA device, at its chunk sizes (2^24 cells at most, closing pas
 device part on torch's `meta` device (shapes only, no data), so that only the host's work is timed.
 The batch is --n generated programs (seed 0) repeated --copies times; the token counts come from
 lexing it on the CPU first, in a CPU's chunks. Prints the median microseconds a program of each step
-over --repeats runs, their sum, and the ceiling it sets: 1 / sum programs/s, whatever the device.
+over --repeats rounds, their sum, and the ceiling it sets: 1 / sum programs/s, whatever the device.
 """
 
 from __future__ import annotations
 
-import argparse
-import statistics
-import time
-
 import numpy as np
 import torch
 
-from jupyter_gpuiter.compilers import traditional
-from jupyter_gpuiter.compilers.traditional import driver
-from jupyter_gpuiter.compilers.traditional.pack import pack
-from jupyter_gpuiter.compilers.traditional.plan import by_size, split
-from jupyter_gpuiter.generate import generate_batch
+from ...compilers import traditional
+from ...compilers.traditional import driver
+from ...compilers.traditional.pack import pack
+from ...compilers.traditional.plan import by_size, split
+from ...generate import generate_batch
+from .common import alternating, tool_parser
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = tool_parser("host", __doc__)
     ap.add_argument("--n", type=int, default=16384)
     ap.add_argument("--copies", type=int, default=4)
     ap.add_argument("--repeats", type=int, default=5)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if min(args.n, args.copies, args.repeats) < 1:
         ap.error("--n, --copies and --repeats take a whole number of at least 1")
     sources = generate_batch(args.n, 0) * args.copies
@@ -59,21 +56,12 @@ def main() -> None:
     }
     byte_chunks = steps["cut by bytes"]()
     pack(encoded[:1], "meta")  # (the meta device's first call sets it up)
-    times: dict[str, list[float]] = {name: [] for name in steps}
-    for _ in range(args.repeats):
-        for name, step in steps.items():
-            t0 = time.perf_counter()
-            step()
-            times[name].append(time.perf_counter() - t0)
     n = len(sources)
-    per_program = {name: statistics.median(ts) / n * 1e6 for name, ts in times.items()}
+    per_program = {name: median / n * 1e6 for name, (median, _, _) in alternating(steps, args.repeats).items()}
     print(f"host-cost: {n:,} programs ({args.n:,} generated, {args.copies} copies), {len(byte_chunks)} byte chunks on a "
           f"CUDA device's path, median of {args.repeats}")
     for name, us in per_program.items():
         print(f"  {name:<16}{us:8.3f} us a program")
     total = sum(per_program.values())
     print(f"  {'total':<16}{total:8.3f} us a program: at most {1e6 / total:,.0f} programs/s on any device")
-
-
-if __name__ == "__main__":
-    main()
+    return 0

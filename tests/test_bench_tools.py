@@ -1,23 +1,30 @@
-"""The measurement scripts still run: scripts/gpu-check.sh calls chunk-sweep.py, profile-compile.py and op-costs.py
-on a lent GPU, a visit too rare and short to find out there that one of them broke. Here they run on the CPU at toy
-sizes."""
+"""The compiler's measurement tools (`gpuiter bench chunks|chunk-cost|host|ops|profile|settings|ab`) still run:
+scripts/gpu-check.sh calls chunks, profile and ops on a lent GPU, a visit too rare and short to find out there that
+one of them broke. Here they run on the CPU at toy sizes, each in a process of its own, as the command runs them."""
 
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+from jupyter_gpuiter.tools.bench import SUITES, TOOLS
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def bench(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    r = subprocess.run([sys.executable, "-m", "jupyter_gpuiter.tools.cli", "bench", *args], check=False, cwd=ROOT,
+                       capture_output=True, text=True, timeout=300)
+    assert not check or r.returncode == 0, r.stderr[-2000:]
+    return r
+
+
 def run(*args: str) -> str:
-    r = subprocess.run([sys.executable, *args], check=False, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-2000:]
-    return r.stdout
+    return bench(*args).stdout
 
 
 def test_chunk_sweep_compares_settings_and_splits_the_fastest_by_pass():
-    out = run("scripts/chunk-sweep.py", "--n", "96", "--repeats", "1", "--settings", "12:21,17:21")
+    out = run("chunks", "--n", "96", "--repeats", "1", "--settings", "12:21,17:21")
     rows = [line for line in out.splitlines() if "programs/s" in line]
     assert len(rows) == 2 and all(line.endswith("same batch") for line in rows)
     assert int(rows[0].split()[2]) > int(rows[1].split()[2])  # 2^12-cell chunks: more of them
@@ -25,14 +32,14 @@ def test_chunk_sweep_compares_settings_and_splits_the_fastest_by_pass():
 
 
 def test_op_costs_prints_a_cost_per_operation():
-    out = run("scripts/op-costs.py", "--rows", "20", "--cols", "16", "--threads", "1")
+    out = run("ops", "--rows", "20", "--cols", "16", "--threads", "1")
     header, rows = out.splitlines()[1], out.splitlines()[2:]
     assert header.split()[-3:] == ["int64", "int32", "int16"]
     assert len(rows) > 10 and all(float(row.split()[-1]) > 0 for row in rows), out
 
 
 def test_profile_compile_prints_the_op_table():
-    out = run("scripts/profile-compile.py", "--n", "24", "--rows", "5")
+    out = run("profile", "--n", "24", "--rows", "5")
     head = out.splitlines()[0]
     assert head.startswith("profile-compile: 24 generated programs on cpu, 1 chunks")
     assert int(head.split(", ")[-1].split()[0].replace(",", "")) > 1000  # aten op calls
@@ -44,27 +51,28 @@ def test_profile_compile_prints_the_op_table():
     assert 0 < dfa < by_pass["lex"]
 
 
-def test_gpu_check_is_valid_bash_and_names_existing_scripts():
+def test_gpu_check_is_valid_bash_and_names_existing_suites_and_tools():
     script = (ROOT / "scripts" / "gpu-check.sh").read_text()
     subprocess.run(["bash", "-n", str(ROOT / "scripts" / "gpu-check.sh")], check=True)
-    for name in ("chunk-sweep.py", "op-costs.py", "profile-compile.py"):
-        assert f"scripts/{name}" in script and (ROOT / "scripts" / name).is_file()
-    # the visit fits its budget: every step's limit, `timeout N ...` or `bench NAME N ...`, adds up to under 8 minutes
-    limits = [int(n) for n in re.findall(r"^\s*(?:timeout|bench \S+) (\d+) ", script, re.MULTILINE)]
+    called = re.findall(r"^\s*(bench|tool) \S+ \d+ (\S+)", script, re.MULTILINE)
+    assert {name for kind, name in called if kind == "tool"} == {"chunks", "profile", "ops"}
+    assert all(name in (SUITES if kind == "bench" else TOOLS) for kind, name in called), called
+    # the visit fits its budget: every step's limit, `timeout N ...`, `bench NAME N ...` or `tool NAME N ...`, adds
+    # up to under 8 minutes
+    limits = [int(n) for n in re.findall(r"^\s*(?:timeout|bench \S+|tool \S+) (\d+) ", script, re.MULTILINE)]
     assert len(limits) >= 8 and sum(limits) < 8 * 60
     assert f"{sum(limits) / 60:.1f} minutes" in script  # as its comment says
 
 
-def test_pool_settings_names_a_setting_that_does_not_exist_before_starting_workers():
-    for name in ("common.NO_SUCH_CONSTANT", "no_such_module.X"):
-        got = subprocess.run([sys.executable, "scripts/pool_settings.py", "--set", f"{name}=1", "--n", "8"],
-                             check=False, capture_output=True, text=True, cwd=ROOT, timeout=120)
-        assert got.returncode != 0 and got.stderr.startswith("pool_settings: ") and "module.NAME" in got.stderr
+def test_settings_names_a_setting_that_does_not_exist_before_starting_workers():
+    for name in ("common.NO_SUCH_CONSTANT", "no_such_module.X", "compile_batch.X", "NO_SUCH_CONSTANT"):
+        got = bench("settings", "--set", f"{name}=1", "--n", "8", check=False)
+        assert got.returncode == 2 and got.stderr.startswith("gpuiter bench settings: ") and "module.NAME" in got.stderr
 
 
-def test_pool_settings_compares_settings_in_the_worker_pool():
-    out = run("scripts/pool_settings.py", "--set", "MIN_CHUNK_CELLS={'cpu': 4096}", "PAD_WASTE_ONE_THREAD=1.05",
-              "workers.START_TIMEOUT=60; PAD_WASTE_ONE_THREAD=1.05", "--n", "160", "--calls", "2")
+def test_settings_compares_settings_in_the_worker_pool():
+    out = run("settings", "--set", "MIN_CHUNK_CELLS={'cpu': 4096}", "PAD_WASTE_ONE_THREAD=1.05",
+              "driver.REGROUP_CHUNKS=2; PAD_WASTE_ONE_THREAD=1.05", "--n", "160", "--calls", "2")
     rows = [line for line in out.splitlines() if "median" in line]
     assert out.startswith("pool_settings: 160 generated programs (seed 0), 2 workers") and len(rows) == 3
     chunks = [int(re.search(r"(\d+) chunks", line).group(1)) for line in rows]
@@ -75,7 +83,7 @@ def test_pool_settings_compares_settings_in_the_worker_pool():
 
 
 def test_chunk_cost_prints_a_time_per_chunk_and_per_program():
-    out = run("scripts/chunk-cost.py", "--sizes", "2,8", "--repeats", "3", "--part", "300")
+    out = run("chunk-cost", "--sizes", "2,8", "--repeats", "3", "--part", "300")
     rows = [line for line in out.splitlines() if "us a program" in line]
     assert out.startswith("chunk-cost: chunks of generated programs") and len(rows) == 2
     per_chunk = [float(re.search(r"([\d.]+) ms a chunk", line).group(1)) for line in rows]
@@ -96,7 +104,7 @@ def test_chunk_cost_prints_a_time_per_chunk_and_per_program():
 
 
 def test_host_cost_times_the_host_steps_and_their_ceiling():
-    out = run("scripts/host-cost.py", "--n", "40", "--copies", "3", "--repeats", "2")
+    out = run("host", "--n", "40", "--copies", "3", "--repeats", "2")
     assert out.startswith("host-cost: 120 programs (40 generated, 3 copies)")
     rows = re.finditer(r"^  (\S.*?)\s+([\d.]+) us a program", out, re.MULTILINE)
     steps = {m.group(1).strip(): float(m.group(2)) for m in rows}
@@ -104,3 +112,15 @@ def test_host_cost_times_the_host_steps_and_their_ceiling():
     assert all(v > 0 for v in steps.values()) and abs(sum(steps.values()) - 2 * steps["total"]) < 0.01
     ceiling = int(re.search(r"at most ([\d,]+) programs/s", out).group(1).replace(",", ""))
     assert abs(ceiling - 1e6 / steps["total"]) <= 1e6 / steps["total"] * 0.01
+
+
+def test_ab_compares_two_checkouts_output_by_output_and_pass_by_pass(tmp_path):
+    out = run("ab", str(ROOT), "--n", "24", "--repeats", "2", "--threads", "1")  # this checkout against itself
+    assert out.startswith("outputs EQUAL on 36 programs"), out  # 24 generated and 12 mutated
+    sides = {line.split()[0]: line for line in out.splitlines()[1:]}
+    assert set(sides) == {"base", "new"}
+    for line in sides.values():
+        assert float(re.search(r"whole +([\d.]+) ms", line).group(1)) > 0
+        assert {"lex", "parse", "codegen"} <= set(re.findall(r"(\w+) [\d.]+", line.split(" ms ", 1)[1]))
+    got = bench("ab", str(tmp_path), "--n", "4", check=False)  # a folder with no package in it
+    assert got.returncode == 2 and "holds no jupyter_gpuiter package" in got.stderr

@@ -1,50 +1,46 @@
-"""Profile the traditional compiler by op (docs/performance.md).
+"""`gpuiter bench profile`: the traditional compiler profiled by op (docs/performance.md).
 
-    python scripts/profile-compile.py [--device cpu] [--n 2000] [--rows 22]
+    gpuiter bench profile [--device cpu] [--n 2000] [--rows 22]
 
-Compiles n generated programs once under torch.profiler, after a warm-up, and prints the wall time, the
-op calls made and the ops' table (by self CPU time; on CUDA by device time). On CUDA it also prints how
-busy the device was: its kernels' summed time against the wall time. A device idle most of the time is
-waiting for the host to launch work (the passes make ~11,000 tensor calls a chunk), and the cure is fewer,
-larger chunks or fewer launches; a busy one is limited by the kernels themselves.
+Compiles n generated programs once in this process under torch.profiler, after a warm-up, and prints the
+wall time, the op calls made and the ops' table (by self CPU time; on CUDA by device time). On CUDA it
+also prints how busy the device was: its kernels' summed time against the wall time. A device idle most
+of the time is waiting for the host to launch work (the passes make ~11,000 tensor calls a chunk), and
+the cure is fewer, larger chunks or fewer launches; a busy one is limited by the kernels themselves.
+Then the tensor calls made from Python, by pass, and those of lex's DFA scan.
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib
-import os
 import time
 
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.profiler import ProfilerActivity, profile
 
-from jupyter_gpuiter.compilers import traditional
-from jupyter_gpuiter.compilers.traditional import driver
-from jupyter_gpuiter.compilers.traditional import compile_to_batches
-from jupyter_gpuiter import generate
-
-lex_module = importlib.import_module("jupyter_gpuiter.compilers.traditional.batch_lexer")  # (the package's `lex` is the function)
+from ...compilers import traditional
+from ...compilers.traditional import batch_lexer, driver
+from ...generate import generate_batch
+from .common import device_sync, tool_parser
 
 
-def main() -> None:
-    os.environ["GPUITER_COMPILE_WORKERS"] = "1"  # the passes in this process, not in workers
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = tool_parser("profile", __doc__)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=5)
     ap.add_argument("--rows", type=int, default=22)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     dev = torch.device(args.device)
     cuda = dev.type == "cuda"
-    sources = generate.generate_batch(args.n, args.seed)
-    compile_to_batches(sources, dev)  # warm-up: tables, allocator
+    sync = device_sync(dev)
+    sources = generate_batch(args.n, args.seed)
+    traditional.compile_to_batches(sources, dev, workers=1)  # warm-up: tables, allocator
 
-    def once(timings=None):
-        batches, _ = compile_to_batches(sources, dev, timings)
-        if cuda:
-            torch.cuda.synchronize(dev)
+    def once(timings=None):  # the passes in this process, not in worker processes
+        batches, _ = traditional.compile_to_batches(sources, dev, timings, workers=1)
+        if sync:
+            sync()
         return batches
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
@@ -67,6 +63,7 @@ def main() -> None:
     print(f"tensor calls from Python (a kernel launch or more each on a GPU), a chunk on average: "
           f"{sum(by_pass.values()) / len(batches):,.0f}; by pass, over the {len(batches)} chunks: "
           + ", ".join(f"{k} {v:,}" for k, v in by_pass.items()) + f"; of lex's, the DFA scan's {dfa:,} (two a byte pair)")
+    return 0
 
 
 class _Calls(TorchFunctionMode):
@@ -84,7 +81,7 @@ def tensor_calls(once) -> tuple[dict[str, int], int]:
     and those of lex's DFA scan."""
     by_pass: dict[str, int] = {}
     calls, seen, dfa = _Calls(), [0], [0]
-    tick, run_dfa = driver._Ticks.__call__, lex_module._run_dfa
+    tick, run_dfa = driver._Ticks.__call__, batch_lexer._run_dfa
 
     def counted_tick(self, name):
         by_pass[name] = by_pass.get(name, 0) + calls.count - seen[0]
@@ -98,14 +95,10 @@ def tensor_calls(once) -> tuple[dict[str, int], int]:
         finally:
             dfa[0] += calls.count - before
 
-    driver._Ticks.__call__, lex_module._run_dfa = counted_tick, counted_dfa
+    driver._Ticks.__call__, batch_lexer._run_dfa = counted_tick, counted_dfa
     try:
         with calls:
             once(timings={})  # (ticks run only with timings)
     finally:
-        driver._Ticks.__call__, lex_module._run_dfa = tick, run_dfa
+        driver._Ticks.__call__, batch_lexer._run_dfa = tick, run_dfa
     return by_pass, dfa[0]
-
-
-if __name__ == "__main__":
-    main()

@@ -1,6 +1,7 @@
-"""Per-element cost of the tensor operations the traditional compiler is made of, by dtype.
+"""`gpuiter bench ops`: per-element cost of the tensor operations the traditional compiler is made of, by
+dtype.
 
-    python scripts/op-costs.py [--rows 500] [--cols 200] [--threads 2] [--device cpu]
+    gpuiter bench ops [--rows 500] [--cols 200] [--threads 2] [--device cpu]
 
 Prints microseconds per call on a [rows, cols] array (the size of a token array in one chunk), the
 median of repeated calls. docs/compiler.md and docs/performance.md quote it: it is why the passes work
@@ -9,34 +10,27 @@ in int32 and avoid full-mask `where`, int64 reductions and bool-mask multiplies 
 
 from __future__ import annotations
 
-import argparse
-import statistics
-import time
-
 import torch
 
-
-def timed(fn, device, repeats: int = 50) -> float:
-    fn()
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples) * 1e6
+from .common import device_sync, timed, tool_parser
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = tool_parser("ops", __doc__)
     ap.add_argument("--rows", type=int, default=500)
     ap.add_argument("--cols", type=int, default=200)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", default="cpu")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     dev = torch.device(args.device)
+    sync = device_sync(dev)
+
+    def us(fn, repeats: int = 50) -> float:
+        """Median microseconds a call, after one call to warm up."""
+        fn()
+        return timed(fn, repeats, sync)[0] * 1e6
+
     shape = (args.rows, args.cols)
     gen = torch.Generator().manual_seed(0)
     mask = (torch.rand(shape, generator=gen) > 0.5).to(dev)
@@ -63,19 +57,19 @@ def main() -> None:
     print(f"us per call on {shape} ({shape[0] * shape[1]:,} elements), {args.threads} threads, {dev}")
     print(f"{'operation':30}" + "".join(f"{str(dt).removeprefix('torch.'):>9}" for dt in dtypes))
     for name, op in ops.items():
-        cells = [timed(lambda dt=dt, op=op: op(values[dt], others[dt]), dev) for dt in dtypes]
+        cells = [us(lambda dt=dt, op=op: op(values[dt], others[dt])) for dt in dtypes]
         print(f"{name:30}" + "".join(f"{c:9.1f}" for c in cells))
     flat = idx.view(-1)
-    print(f"{'index_select(int32 index)':30}{timed(lambda: values[torch.int32].view(-1).index_select(0, flat.int()), dev):27.1f}")
-    print(f"{'.long() + gather':30}{timed(lambda: values[torch.int32].gather(1, idx.int().long()), dev):27.1f}")
+    print(f"{'index_select(int32 index)':30}{us(lambda: values[torch.int32].view(-1).index_select(0, flat.int())):27.1f}")
+    print(f"{'.long() + gather':30}{us(lambda: values[torch.int32].gather(1, idx.int().long())):27.1f}")
     rows = (torch.arange(shape[0], dtype=torch.int32, device=dev) * shape[1])[:, None]
     idx32 = idx.int()
     print(f"{'+ row offsets, index_select':30}"
-          f"{timed(lambda: values[torch.int32].view(-1).index_select(0, (idx32 + rows).view(-1)), dev):27.1f}")
+          f"{us(lambda: values[torch.int32].view(-1).index_select(0, (idx32 + rows).view(-1))):27.1f}")
     tiny, other = values[torch.int32][0, :4].clone(), others[torch.int32][0, :4].clone()
-    print(f"{'a + b on 4 elements (a call)':30}{timed(lambda: tiny + other, dev, 2000):27.2f}")
-    print(f"{'a + 3 on 4 elements':30}{timed(lambda: tiny + 3, dev, 2000):27.2f}")
-    print(f"{'bool mask.any(1)':30}{timed(lambda: mask.any(1), dev):27.1f}")
+    print(f"{'a + b on 4 elements (a call)':30}{us(lambda: tiny + other, 2000):27.2f}")
+    print(f"{'a + 3 on 4 elements':30}{us(lambda: tiny + 3, 2000):27.2f}")
+    print(f"{'bool mask.any(1)':30}{us(lambda: mask.any(1)):27.1f}")
     # the same array as one flat stream of segments (a row each), as flat token streams would hold it
     a32 = values[torch.int32]
     stream = a32.view(-1)
@@ -86,13 +80,10 @@ def main() -> None:
         c = stream.cumsum(0, dtype=torch.int32)
         return c - (c.index_select(0, starts) - stream.index_select(0, starts)).index_select(0, seg)
 
-    print(f"{'row cumsum (int32)':30}{timed(lambda: a32.cumsum(1, dtype=torch.int32), dev):27.1f}")
-    print(f"{'flat cumsum less segment base':30}{timed(segmented_cumsum, dev):27.1f}")
-    print(f"{'row amin (int32)':30}{timed(lambda: a32.amin(1), dev):27.1f}")
+    print(f"{'row cumsum (int32)':30}{us(lambda: a32.cumsum(1, dtype=torch.int32)):27.1f}")
+    print(f"{'flat cumsum less segment base':30}{us(segmented_cumsum):27.1f}")
+    print(f"{'row amin (int32)':30}{us(lambda: a32.amin(1)):27.1f}")
     print(f"{'scatter_reduce amin by segment':30}"
-          f"{timed(lambda: a32.new_full((shape[0],), 1 << 30).scatter_reduce_(0, seg64, stream, 'amin'), dev):27.1f}")
-    print(f"{'mask.view(uint8).amax(1)':30}{timed(lambda: mask.view(torch.uint8).amax(1), dev):27.1f}")
-
-
-if __name__ == "__main__":
-    main()
+          f"{us(lambda: a32.new_full((shape[0],), 1 << 30).scatter_reduce_(0, seg64, stream, 'amin')):27.1f}")
+    print(f"{'mask.view(uint8).amax(1)':30}{us(lambda: mask.view(torch.uint8).amax(1)):27.1f}")
+    return 0

@@ -1,79 +1,75 @@
-"""Programs/s of the traditional compiler by chunk size, on one device (how MIN_CHUNK_CELLS and the
-chunk budget are chosen).
+"""`gpuiter bench chunks`: programs/s of the traditional compiler by chunk size, on one device (how
+MIN_CHUNK_CELLS and the chunk budget are chosen).
 
-    python scripts/chunk-sweep.py [--device cpu] [--n 16384] [--settings 17:21,19:21,21:21] [--repeats 3]
+    gpuiter bench chunks [--device cpu] [--n 16384] [--settings 17:21,19:21,21:21] [--repeats 3]
 
 A setting `a:b` lets a chunk stop growing at 2^a cells when padding passes PAD_WASTE, and caps it at
-2^b cells. Each setting compiles the same generated batch to device ProgramBatches (median of
---repeats after a warm-up), and its batch must equal the first setting's, field by field: the chunking
-changes the shapes every pass works on, never a result. Prints chunks, time and programs/s per
-setting, then the per-pass split of the fastest.
+2^b cells. Each setting compiles the same generated batch to device ProgramBatches in this process
+(median of --repeats after a warm-up), and its batch must equal the first setting's, field by field:
+the chunking changes the shapes every pass works on, never a result. Prints chunks, time and
+programs/s per setting, then the per-pass split of the fastest.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
-import statistics
-import time
+import contextlib
 
 import torch
 
-from jupyter_gpuiter.compilers import traditional
-from jupyter_gpuiter.compilers.traditional import driver
-from jupyter_gpuiter.generate import generate_batch
+from ...compilers import traditional
+from ...compilers.traditional import driver
+from ...generate import generate_batch
+from .common import device_sync, timed, tool_parser
 
 DEFAULTS = {"cpu": "15:21,17:21,19:21,21:21", "cuda": "20:21,20:24,22:24,24:24,24:26"}
 
 
-def configure(device: torch.device, low: int, high: int) -> None:
+@contextlib.contextmanager
+def chunking(device: torch.device, low: int, high: int):
+    """The driver's chunk sizes set to a setting for the block (its own put back after)."""
+    saved = driver.MIN_CHUNK_CELLS, driver.CHUNK_CELLS, driver.CUDA_CHUNK_CELLS
     driver.MIN_CHUNK_CELLS = {device.type: 1 << low}
     driver.CHUNK_CELLS = driver.CUDA_CHUNK_CELLS = 1 << high
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def compile_once(sources, device):
-    batches, sizes = traditional.compile_to_batches(sources, device)
-    sync(device)
-    return batches, sizes
+    try:
+        yield
+    finally:
+        driver.MIN_CHUNK_CELLS, driver.CHUNK_CELLS, driver.CUDA_CHUNK_CELLS = saved
 
 
 def fields(batch) -> list[torch.Tensor]:
     return [batch.ops, batch.args, batch.imm.view(torch.int64), batch.lengths, batch.n_params, batch.error]
 
 
-def main() -> None:
-    os.environ["GPUITER_COMPILE_WORKERS"] = "1"  # chunks as this process makes them, not workers
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = tool_parser("chunks", __doc__)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--n", type=int, default=16384)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--settings", default=None, help="comma-separated a:b (powers of two), default by device")
     ap.add_argument("--repeats", type=int, default=3)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     dev = torch.device(args.device)
     settings = [tuple(map(int, s.split(":"))) for s in (args.settings or DEFAULTS[dev.type]).split(",")]
     sources = generate_batch(args.n, args.seed)
-    traditional.compile_to_batches(sources[:64], dev)  # tables, allocator
+    sync = device_sync(dev)
+
+    def compile_once():  # chunks as this process makes them, not worker processes
+        batches, sizes = traditional.compile_to_batches(sources, dev, workers=1)
+        if sync:
+            sync()
+        return batches, sizes
+
+    traditional.compile_to_batches(sources[:64], dev, workers=1)  # tables, allocator
     print(f"chunk sweep: {args.n} generated programs on {dev}"
           + (f" ({torch.cuda.get_device_name(dev)})" if dev.type == "cuda" else f", {torch.get_num_threads()} threads"))
     reference, best = None, None
     for low, high in settings:
-        configure(dev, low, high)
-        batches, sizes = compile_once(sources, dev)  # warm-up at this shape
-        if dev.type == "cuda":
-            del batches
-            torch.cuda.reset_peak_memory_stats(dev)
-        times = []
-        for _ in range(args.repeats):
-            t0 = time.perf_counter()
-            batches, sizes = compile_once(sources, dev)
-            times.append(time.perf_counter() - t0)
-        seconds = statistics.median(times)
+        with chunking(dev, low, high):
+            batches, sizes = compile_once()  # warm-up at this shape
+            if dev.type == "cuda":
+                del batches
+                torch.cuda.reset_peak_memory_stats(dev)
+            seconds, _, (batches, sizes) = timed(compile_once, args.repeats)
         got = fields(driver._assemble(batches, sizes, dev))
         if reference is None:
             reference = got
@@ -89,13 +85,10 @@ def main() -> None:
         if best is None or seconds < best[0]:
             best = (seconds, low, high)
     _, low, high = best
-    configure(dev, low, high)
     passes: dict[str, float] = {}
-    traditional.compile_to_batches(sources, dev, timings=passes)
+    with chunking(dev, low, high):
+        traditional.compile_to_batches(sources, dev, timings=passes, workers=1)
     total = sum(passes.values()) or 1.0
     print(f"  per pass at 2^{low}:2^{high} (synchronised after each): "
           + ", ".join(f"{k} {v * 1e3:.0f} ms ({100 * v / total:.0f}%)" for k, v in passes.items()))
-
-
-if __name__ == "__main__":
-    main()
+    return 0

@@ -1,8 +1,8 @@
-"""What one chunk costs by its size: the fixed part every chunk pays, whatever its size, and what each
-program adds, and how many chunks a worker pays it for (docs/performance.md, "The chunk-cost round").
+"""`gpuiter bench chunk-cost`: what one chunk costs by its size: the fixed part every chunk pays, whatever
+its size, and what each program adds, and how many chunks a worker pays it for (docs/performance.md).
 
-    python scripts/chunk-cost.py [--device cpu] [--sizes 4,16,64,256,512] [--threads 1] [--repeats 25]
-                                 [--part 4096] [--workers 2]
+    gpuiter bench chunk-cost [--device cpu] [--sizes 4,16,64,256,512] [--threads 1] [--repeats 25]
+                             [--part 4096] [--workers 2]
 
 Each size is a chunk of that many generated programs of the batch's median length (seed 0), compiled
 through every pass (`compile_chunk`: pack and lex, then the token passes on the same rows) `--repeats`
@@ -22,62 +22,59 @@ more; what the doubled chunks save against twice the time, what a chunk twice as
 
 from __future__ import annotations
 
-import argparse
-import statistics
-import time
-
 import numpy as np
 import torch
 
-from jupyter_gpuiter.compilers import traditional
-from jupyter_gpuiter.compilers.traditional import driver
-from jupyter_gpuiter.compilers.traditional.plan import split
-from jupyter_gpuiter.generate import generate_batch
+from ...compilers import traditional
+from ...compilers.traditional import driver
+from ...compilers.traditional.pack import encode
+from ...compilers.traditional.plan import split
+from ...compilers.traditional.regroup import regroup
+from ...generate import generate_batch
+from .common import alternating, device_sync, timed, tool_parser
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = tool_parser("chunk-cost", __doc__)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--sizes", default="4,16,64,256,512")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=25)
     ap.add_argument("--part", type=int, default=4096)
     ap.add_argument("--workers", type=int, default=2)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.workers < 1 or args.repeats < 1:
         ap.error("--workers and --repeats take a whole number of at least 1")
     dev = torch.device(args.device)
     if dev.type == "cpu":
         torch.set_num_threads(args.threads)
+    sync = device_sync(dev)
     sizes = [int(s) for s in args.sizes.split(",")]
     n = max(4096, 2 * max(sizes))
-    by_length = sorted((traditional.encode(s) for s in generate_batch(n, 0)), key=len)
+    by_length = sorted((encode(s) for s in generate_batch(n, 0)), key=len)
     mid = n // 2 - max(sizes) // 2  # programs of about the median length
     warm = max(1, min(5, args.repeats - 1))
+    counted = max(1, args.repeats - warm)
     print(f"chunk-cost: chunks of generated programs of about {len(by_length[n // 2])} bytes on {dev}"
           + (f", {torch.get_num_threads()} thread(s)" if dev.type == "cpu" else ""))
     for size in sizes:
         chunk = by_length[mid:mid + size]
-        times, passes = [], {}
-        for k in range(args.repeats):
-            t0 = time.perf_counter()
-            traditional.compile_chunk(chunk, dev, timings=passes if k >= warm else None)
-            if dev.type == "cuda":
-                torch.cuda.synchronize(dev)
-            times.append(time.perf_counter() - t0)
-        t = statistics.median(times[warm:] or times)
-        counted = max(1, args.repeats - warm)
+        passes: dict[str, float] = {}
+        timed(lambda chunk=chunk: traditional.compile_chunk(chunk, dev), warm, sync)  # warm-up
+        t, _, _ = timed(lambda chunk=chunk, passes=passes: traditional.compile_chunk(chunk, dev, timings=passes),
+                        counted, sync)
         print(f"  {size:6d} programs {sum(map(len, chunk)):9,d} bytes  {t * 1e3:8.2f} ms a chunk  "
               f"{t / size * 1e6:9.1f} us a program   (" + ", ".join(f"{name} {v / counted * 1e3:.2f}"
                                                           for name, v in passes.items()) + " ms)")
     if args.part:
         split_of_a_part(args.part, args.workers, dev, args.repeats)
+    return 0
 
 
 def split_of_a_part(n: int, workers: int, dev: torch.device, repeats: int) -> None:
     """Print the chunks the first of `workers` processes cuts its part of n generated programs into, and
     their time as cut, halved and doubled."""
-    encoded = [traditional.encode(s) for s in generate_batch(n, 0)]
+    encoded = [encode(s) for s in generate_batch(n, 0)]
     sizes = np.fromiter(map(len, encoded), dtype=np.int64, count=n)
     part = [encoded[i] for i in np.argsort(sizes, kind="stable").tolist()[0::workers]]
     width = np.fromiter(map(len, part), dtype=np.int64, count=len(part)) + 1
@@ -93,8 +90,8 @@ def split_of_a_part(n: int, workers: int, dev: torch.device, repeats: int) -> No
     print(f"  lexing: {len(lexing)} chunks of {min(map(len, lexing))}-{max(map(len, lexing))} programs, "
           f"{byte_cells / width.sum():.3f}x its bytes in cells")
     # neighbouring chunks merged in pairs: the rows of both, as wide as the wider (chunks come by token count)
-    paired = sum((shapes[k][0][0] + (shapes[k + 1][0][0] if k + 1 < len(shapes) else 0)) * shapes[min(k + 1, len(shapes) - 1)][0][1]
-                 for k in range(0, len(shapes), 2))
+    paired = sum((shapes[k][0][0] + (shapes[k + 1][0][0] if k + 1 < len(shapes) else 0))
+                 * shapes[min(k + 1, len(shapes) - 1)][0][1] for k in range(0, len(shapes), 2))
     print(f"  token passes: {len(shapes)} chunks of {min(s[0] for s, _ in shapes)}-{max(s[0] for s, _ in shapes)} "
           f"programs, {token_cells / sum(t for _, t in shapes):.3f}x its tokens in cells "
           f"(chunks {min(r * c for (r, c), _ in shapes):,}-{max(r * c for (r, c), _ in shapes):,} token cells; "
@@ -105,30 +102,19 @@ def split_of_a_part(n: int, workers: int, dev: torch.device, repeats: int) -> No
 
     with torch.inference_mode():
         half_lexing = [[part[sel[j]] for j in h] for sel in lexing for h in halves(len(sel))]
-        half_groups = [traditional.regroup([(tk, h)], int(tk.data_padded.shape[1]) - 2)
+        half_groups = [regroup([(tk, h)], int(tk.data_padded.shape[1]) - 2)
                        for tk in groups for h in halves(tk.kind.shape[0])]
-        double_groups = [traditional.regroup([(tk, list(range(tk.kind.shape[0])) * 2)], int(tk.data_padded.shape[1]) - 2)
+        double_groups = [regroup([(tk, list(range(tk.kind.shape[0])) * 2)], int(tk.data_padded.shape[1]) - 2)
                          for tk in groups]
     whole_lexing = [[part[i] for i in sel] for sel in lexing]
     runs = {"lexing": (whole_lexing, half_lexing, [c * 2 for c in whole_lexing],
                        lambda chunk: driver._lex_chunk(chunk, dev)),
             "token passes": (groups, half_groups, double_groups, lambda tk: driver._token_passes(tk, dev))}
     for name, (*cuts, fn) in runs.items():
-        times: list[list[float]] = [[] for _ in cuts]
-        for _ in range(max(3, repeats // 5)):
-            for k, chunks in enumerate(cuts):
-                t0 = time.perf_counter()
-                for chunk in chunks:
-                    fn(chunk)
-                if dev.type == "cuda":
-                    torch.cuda.synchronize(dev)
-                times[k].append(time.perf_counter() - t0)
-        whole, halved, doubled = (statistics.median(t) for t in times)
+        calls = {k: (lambda chunks=chunks, fn=fn: [fn(chunk) for chunk in chunks]) for k, chunks in enumerate(cuts)}
+        medians = alternating(calls, max(3, repeats // 5), device_sync(dev))
+        whole, halved, doubled = (medians[k][0] for k in range(len(cuts)))
         n, n_halves = len(cuts[0]), len(cuts[1])
         print(f"  {name}: {whole * 1e3:.1f} ms over its {n} chunks; {halved * 1e3:.1f} ms over {n_halves} halves "
               f"({(halved - whole) / (n_halves - n) * 1e3:+.2f} ms a chunk more); {doubled * 1e3:.1f} ms over them doubled "
               f"({(2 * whole - doubled) / n * 1e3:.2f} ms a chunk saved against twice the time)")
-
-
-if __name__ == "__main__":
-    main()
