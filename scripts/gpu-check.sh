@@ -24,7 +24,7 @@ fi
 } > "$OUT/machine.txt" 2>&1
 # Worst case of the timeouts below: 7.9 minutes.
 # GPU-marked tests (differential traditional-vs-serial on CUDA, ...)
-timeout 130 "$PY" -m pytest -q -m gpu -p no:cacheprovider $(grep -l "mark.gpu" tests/test_*.py) > "$OUT/gpu-tests.txt" 2>&1
+timeout 130 "$PY" -m pytest -q -m gpu -p no:cacheprovider $(grep -rl "mark.gpu" tests --include='test_*.py') > "$OUT/gpu-tests.txt" 2>&1
 echo "gpu tests exit $?" >> "$OUT/gpu-tests.txt"
 bench() {  # bench NAME TIMEOUT SUITE ARGS...: one suite, its JSON under $OUT/NAME, its output in $OUT/bench-NAME.txt
   local name=$1 limit=$2

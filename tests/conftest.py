@@ -1,10 +1,12 @@
+"""tests/ mirrors the package (tests/lang/ for jupyter_gpuiter/lang/, ...); what tests share is in tests/support/."""
+
 import os
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))  # shared test data (edge_cases)
+from tests.support import ROOT
+
+pytest_plugins = ["tests.support.pools", "tests.support.cuda_programs"]  # fixtures: worker pools; g++ and NVRTC
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # `-n auto` runs one worker per core: torch's default of one intra-op thread per core then
@@ -16,11 +18,9 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 
 # The traditional compiler would share big CPU batches out to worker processes, started in the
-# background on first use: tests choose that path explicitly (tests/test_traditional_workers.py), so
+# background on first use: tests choose that path explicitly (tests/compilers/traditional/test_workers.py), so
 # that which path a test takes never depends on the tests before it. Kernels the tests start inherit it.
 os.environ["GPUITER_COMPILE_WORKERS"] = "1"
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def pytest_addoption(parser):

@@ -12,7 +12,6 @@ import random
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -33,8 +32,7 @@ from jupyter_gpuiter.lang import spec
 from jupyter_gpuiter.lang.errors import ERROR_KINDS, CompileError
 from jupyter_gpuiter.lang.lexer import normalize_newlines, tokenize
 from jupyter_gpuiter.runtime.reference import evaluate
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support import ROOT
 
 #: Mixed knobs: the defaults, the short programs the neural compiler is evaluated on, and the extremes.
 KNOBS = [

@@ -1,5 +1,5 @@
-"""The Session: what it keeps between iterations (compiled programs, reference outputs) and when each cache
-must let go; mode "auto"; nothing computed twice."""
+"""The Session and the public API (session.py): what a Session keeps between iterations (compiled programs,
+reference outputs) and when each cache must let go; mode "auto"; nothing computed twice; compile's errors."""
 
 import numpy as np
 import pytest
@@ -154,3 +154,18 @@ def test_kernel_calls_on_cpu_arrays_match_the_torch_renderer():
     b = gi.compile("def b(x):\n    return x > 0.5\n")
     assert b(x).dtype == np.bool_ and b(x).sum() == (x > 0.5).sum()
     assert k(np.ones((2, 3), np.float32), np.zeros((3,), np.float32)).shape == (2, 3)
+
+
+def test_compile_raises_compile_error_with_source():
+    with pytest.raises(gi.CompileError) as info:
+        gi.compile("def f(x):\n    return q\n", mode="serial")
+    assert info.value.kind == "unknown-name" and "return q" in info.value.caret()
+
+
+def test_bad_api_input():
+    with pytest.raises(ValueError, match="unknown mode"):
+        gi.compile_batch(["def f(x):\n    return x\n"], mode="quantum")
+    with pytest.raises(TypeError):
+        gi.compile_batch("def f(x):\n    return x\n", mode="serial")
+    with pytest.raises(TypeError):
+        gi.compile(b"def f(x): return x", mode="serial")

@@ -9,7 +9,7 @@ from the float64 the IR holds, to the kernel dtype. The source needs nothing fro
 (`NVRTC_OPTIONS`), so `a * b + c` rounds twice, as in NumPy and torch. Compiled kernels are cached by
 name (a hash of the program and dtype) in memory, and on disk by CuPy's own kernel cache;
 `compile_kernels` compiles many in one NVRTC call. `nvrtc_compile` compiles a source to PTX with NVRTC
-alone, no GPU needed (tests/test_cuda_nvrtc.py).
+alone, no GPU needed (tests/runtime/test_cuda_nvrtc.py).
 """
 
 from __future__ import annotations

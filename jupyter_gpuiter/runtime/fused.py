@@ -11,7 +11,7 @@ interpreter, compiled once by numba (`cache=True` keeps it on disk across proces
 per candidate.
 
 Semantics are the language's (reference.py's NumPy ops) and the torch ops' (torch_ops.py, the VM this is
-tested against in tests/test_fused.py, which lists where torch departs from them): registers hold the
+tested against in tests/runtime/test_fused.py, which lists where torch departs from them): registers hold the
 kernel dtype (float32 registers for float16 and bfloat16, rounded to the kernel dtype after every op, as
 NumPy and torch compute half-precision ops on the CPU; a literal is rounded once, from float64), bools are
 0/1, nan is truthy, min/max are Python's. No fastmath, so nan, inf and signed zeros stay exact. Arithmetic

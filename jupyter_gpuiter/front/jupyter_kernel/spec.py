@@ -8,7 +8,7 @@ pyproject.toml) starts the kernel with the interpreter of the environment it was
 `gpuiter install-kernel` writes ``sys.executable`` instead for --user and system-wide installs,
 which are shared by every environment (see `install.py`).
 
-`resources/kernel.json` is the static copy of `kernel_json()`; tests/test_kernel.py checks that
+`resources/kernel.json` is the static copy of `kernel_json()`; tests/front/test_jupyter_kernel.py checks that
 the two agree.
 """
 
