@@ -85,7 +85,7 @@ class Program:
         return len(self.ops)
 
     def text(self) -> str:
-        """Stable canonical text, one instruction a line (design §5 contract)."""
+        """Stable canonical text, one instruction a line (docs/ir.md, "Canonical text")."""
         out = []
         for i, (op, args, imm) in enumerate(zip(self.ops, self.args, self.imms)):
             if op == "ret":

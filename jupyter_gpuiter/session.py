@@ -1,4 +1,4 @@
-"""The resident Session and the public API (design §6-§7 contracts): compile, then verify.
+"""The resident Session and the public API (docs/ir.md, docs/verification.md): compile, then verify.
 
 A Session keeps what an iteration would otherwise pay for again: the device, compiled programs (keyed
 by source hash, mode and options, whatever the dtype), input pools on the device, the reference's
@@ -198,7 +198,7 @@ def verify(candidate, reference, *, tests: int | None = None, delta: float = 1e-
            domain=None, seed: int = 0, exhaustive: bool = False, rtol: float | None = None,
            atol: float | None = None, mode: str = "auto") -> Verdict:
     """Verify a candidate (source or Kernel) against a reference (source, Kernel or a callable on NumPy
-    arrays) on the current Session's device (design §7 contract). `mode` compiles a source candidate."""
+    arrays) on the current Session's device (docs/verification.md). `mode` compiles a source candidate."""
     return current_session().verify(candidate, reference, tests=tests, delta=delta, dtype=dtype, domain=domain, seed=seed,
                             exhaustive=exhaustive, rtol=rtol, atol=atol, mode=mode)
 

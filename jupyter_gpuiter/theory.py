@@ -1,4 +1,4 @@
-"""Latency / energy / risk model of one iteration of the code loop (DESIGN.md section 8; docs/theory.md).
+"""Latency / energy / risk model of one iteration of the code loop (docs/theory.md).
 
 A loop iteration is a sequence of named *phases*, each with a duration in milliseconds and the
 device that is busy during it. Four ways to run the loop are modelled:

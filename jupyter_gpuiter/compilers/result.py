@@ -26,7 +26,7 @@ class BatchResult:
         return self.results[i]
 
     def canonical(self) -> list[str]:
-        """Per program its IR text, or `error <kind> <line>:<col>` (design §6 contract)."""
+        """Per program its IR text, or `error <kind> <line>:<col>` (the compiler contract: docs/ir.md)."""
         return [canonical(r) for r in self.results]
 
     @property

@@ -1,6 +1,6 @@
 """The serial compiler: CPython's `ast` plus a tree walk. The oracle for tests and the CPU baseline.
 
-Phases, each reporting the first error it finds (design §4, docs/language.md "Errors"):
+Phases, each reporting the first error it finds (docs/language.md, "Errors"):
   A. limits on the source size;
   B. the reference lexer and the token rules (lang/lexer.py, lang/rules.py);
   C. CPython's parser (`ast.parse`), whose syntax errors are reported at the first line of the

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-#: The stable error kinds (design §4 contract), with what each means.
+#: The stable error kinds (docs/language.md, "Kinds"), with what each means.
 ERROR_KINDS = {
     "syntax": "the text is not valid Python",
     "unknown-name": "a name that is neither a parameter, an earlier assignment nor a constant",

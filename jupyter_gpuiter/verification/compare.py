@@ -3,7 +3,7 @@
 ``compare`` is pure tensor code (no host synchronisation): it returns tensors that stay on the
 device, and only the caller decides which scalars to bring back.
 
-Semantics (DESIGN.md section 7):
+Semantics (docs/verification.md, "What is compared"):
 
 * a pair is **close** iff both are finite and ``|got - exp| <= atol + rtol * |exp|`` (computed in
   float64), or ``got == exp`` (this covers the same infinity, and +0 / -0), or both are nan.

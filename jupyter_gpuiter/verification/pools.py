@@ -3,7 +3,7 @@
 Everything here is tensor code on the requested device (CPU or CUDA); only scalars that describe
 the request (domain edges, counts) are computed on the host, never the data.
 
-Choices (see DESIGN.md section 7):
+Choices (docs/verification.md, "What is compared"):
 
 * **Domains** are finite intervals ``[low, high]`` with ``low < high``. ``inf``/``nan`` bounds are
   rejected: leave the parameter without a domain to get ±inf and nan as special values.

@@ -1,4 +1,4 @@
-"""Verdict: what a verification says (design §7 contract), as host scalars."""
+"""Verdict: what a verification says (docs/verification.md), as host scalars."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The `gpuiter` Jupyter kernel (design §9): an IPython kernel with the jupyter_gpuiter extension and
+"""The `gpuiter` Jupyter kernel (docs/jupyter.md): an IPython kernel with the jupyter_gpuiter extension and
 Session preloaded, its kernelspec and its installer.
 
     python -m jupyter_gpuiter.front.jupyter_kernel -f CONNECTION_FILE   # what the kernelspec runs

@@ -1,4 +1,4 @@
-"""`GpuiterKernel`: the IPython kernel with jupyter_gpuiter preloaded (design §9).
+"""`GpuiterKernel`: the IPython kernel with jupyter_gpuiter preloaded (docs/jupyter.md).
 
 Start-up costs what a plain IPython kernel costs plus importing the package (`jupyter_gpuiter`'s
 `__init__` imports torch, about 1 s on CPU). Nothing else heavy runs before the kernel answers:

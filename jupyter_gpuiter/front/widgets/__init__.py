@@ -1,4 +1,4 @@
-"""Jupyter widgets (ipywidgets + plotly FigureWidget), updated in place (DESIGN.md section 9).
+"""Jupyter widgets (ipywidgets + plotly FigureWidget), updated in place (docs/jupyter.md).
 
 - :class:`VerificationPanel` — one verdict: status, confidence, gauge, counterexample, timings, speedup;
 - :class:`TradeoffExplorer` — sliders for k, N, delta, epsilon and p over the cost model of ``theory``;

@@ -105,7 +105,7 @@ def run(n: int = 1000, samples: int = 16, pass_programs: int = 200, hybrid_progr
     p1 = report["pass_at_k"]["<=160"].get("pass@1", 0.0)
     parts = hyb.timings
     m = len(batch)
-    # theory.py's hybrid (design §8) from the parts measured separately: a greedy decode per candidate,
+    # theory.py's hybrid (docs/theory.md) from the parts measured separately: a greedy decode per candidate,
     # the verification pass, and traditional only on fallback. As built, the strict hybrid always runs
     # traditional first (its check needs the traditional program), so it is added back for "as built".
     cost = CostModel(generate_ms=0.0, pcie_ms=0.0, copy_back_ms=0.0, gpu_compile_ms=1e3 * trad_s / m,
