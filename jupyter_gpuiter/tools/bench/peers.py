@@ -38,6 +38,13 @@ from ...verification.confidence import tests_needed
 from .common import machine, write_json
 from .peer_kernels import KERNELS, NUMPY_PRELUDE, PeerKernel
 
+
+def installed(package: str) -> bool:
+    """Whether `package` can be imported here (without importing it): peers that need a missing one are
+    skipped."""
+    return importlib.util.find_spec(package) is not None
+
+
 EDIT_STEP = 1e-3  # edit i (from 0) sets the constant to base * (1 + EDIT_STEP * (i + 1) + salt)
 BUG_FACTOR = 1.5  # the wrong edit: the candidate's constant is 1.5x the reference's
 # what a peer may raise when it cannot run here (a missing compiler, a failed build, a device error)
@@ -125,7 +132,7 @@ class NumbaPeer(Peer):
     does = "numba.vectorize (CPU target) with a float32 signature (eager JIT) + run on NumPy inputs + NumPy check"
 
     def unavailable(self):
-        if importlib.util.find_spec("numba") is None:
+        if not installed("numba"):
             return "numba is not installed (pip install numba)"
         return None
 
@@ -216,7 +223,7 @@ class CupyPeer(Peer):
     def unavailable(self):
         if self.device.type != "cuda":
             return f"needs a CUDA device (this run is on {self.device})"
-        if importlib.util.find_spec("cupy") is None:
+        if not installed("cupy"):
             return "CuPy is not installed (pip install 'jupyter_gpuiter[cuda]')"
         return None
 
@@ -514,7 +521,7 @@ def print_table(report: dict) -> None:
 def write_plot(report: dict, html_path) -> list[Path]:
     """A plotly bar chart (log scale) of the median edit latency per kernel and peer; a PNG too where kaleido is
     installed; none where plotly is missing (a bare device machine: the JSON has the figures)."""
-    if importlib.util.find_spec("plotly") is None:
+    if not installed("plotly"):
         print("  no plot: plotly is not installed")
         return []
     import plotly.graph_objects as go
@@ -538,7 +545,7 @@ def write_plot(report: dict, html_path) -> list[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.write_html(path, include_plotlyjs=True)
     written = [path]
-    if importlib.util.find_spec("kaleido") is not None:
+    if installed("kaleido"):
         try:
             fig.write_image(path.with_suffix(".png"), width=1100, height=550)
             written.append(path.with_suffix(".png"))

@@ -2,7 +2,6 @@
 
 No test here asserts a time."""
 
-import importlib.util
 import json
 import math
 import shutil
@@ -16,6 +15,7 @@ from jupyter_gpuiter import compile as gi_compile
 from jupyter_gpuiter import compilers
 from jupyter_gpuiter.runtime.device import resolve
 from jupyter_gpuiter.tools.bench import SUITES
+from jupyter_gpuiter.tools.bench import peers as bench_peers
 from jupyter_gpuiter.tools.bench.peer_kernels import KERNELS
 from jupyter_gpuiter.tools.bench.peers import (
     BUG_FACTOR,
@@ -63,7 +63,7 @@ def test_small_run_writes_well_formed_json(tmp_path, capsys):
     assert peers["gpuiter"]["ratio_vs_gpuiter"] == pytest.approx(1.0)
     split = peers["gpuiter"]["per_kernel"]["gelu"]["split_median_s"]  # where gpuiter's edit time goes
     assert split["compile"] > 0 and "execute_and_compare" in split
-    assert peers["numba"]["status"] == ("measured" if importlib.util.find_spec("numba") else "skipped")
+    assert peers["numba"]["status"] == ("measured" if bench_peers.installed("numba") else "skipped")
     if "hybrid" not in compilers.MODES:
         assert "hybrid" in peers["gpuiter-hybrid"]["reason"]
     if not torch.cuda.is_available():
@@ -95,8 +95,8 @@ def test_each_peer_check_detects_a_wrong_kernel(key, kernel):
 
 def test_numba_is_optional(tmp_path, monkeypatch):
     # numba is a dependency (the fused evaluator); without it the numba.vectorize peer still says so
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "numba" else real(name, *a))
+    real = bench_peers.installed
+    monkeypatch.setattr(bench_peers, "installed", lambda name: name != "numba" and real(name))
     report = run(device="cpu", iterations=1, tests=64, kernels=["softplus"], peers=["gpuiter", "numba"],
                  json_path=str(tmp_path / "p.json"), plot=False)
     assert report["peers"]["numba"]["status"] == "skipped"
@@ -106,8 +106,8 @@ def test_numba_is_optional(tmp_path, monkeypatch):
 
 def test_plotly_is_optional_for_the_figures(tmp_path, monkeypatch, capsys):
     # a bare GPU machine (scripts/gpu-check.sh) has torch but not plotly: the JSON is written, no plot
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "plotly" else real(name, *a))
+    real = bench_peers.installed
+    monkeypatch.setattr(bench_peers, "installed", lambda name: name != "plotly" and real(name))
     report = run(device="cpu", iterations=1, tests=64, kernels=["softplus"], peers=["gpuiter"],
                  json_path=str(tmp_path / "p.json"))
     assert json.loads((tmp_path / "p.json").read_text())["peers"]["gpuiter"]["status"] == "measured"
