@@ -124,8 +124,11 @@ def run(device=None, n_candidates: int = 1000, tests: int | None = None, repeats
         sources, _ = candidates(n_candidates, f"ops-{next(rounds)}")
         return torch_op_path(sources, x, want, dev)
 
-    batch = alternating({"gpuiter": gpuiter_batch, "torch_eager": eager_batch, "torch_op_vm": torch_ops_batch},
-                        repeats)
+    # gpuiter and the eager loop in alternating rounds; the torch-op VM path in a block of its own after them:
+    # its multi-threaded torch ops leave OpenMP threads spinning for a while, which would tax whichever
+    # path ran next (gpuiter's threads and compile workers), not the eager loop's single-threaded small ops;
+    # so it runs last, after the edits too
+    batch = alternating({"gpuiter": gpuiter_batch, "torch_eager": eager_batch}, repeats)
     for name, (_, _, passed) in batch.items():
         if list(passed) != correct:
             raise AssertionError(f"bench loop: {name} disagrees with the expected verdicts")
@@ -145,6 +148,10 @@ def run(device=None, n_candidates: int = 1000, tests: int | None = None, repeats
     for _ in range(3):
         gpuiter_edit(), eager_edit()
     edit = alternating({"gpuiter": gpuiter_edit, "torch_eager": eager_edit}, edits * repeats // 2)
+    torch_ops_batch()  # its warm-up
+    batch.update(alternating({"torch_op_vm": torch_ops_batch}, max(1, repeats // 2)))
+    if list(batch["torch_op_vm"][2]) != correct:
+        raise AssertionError("bench loop: torch_op_vm disagrees with the expected verdicts")
     numba_s = None
     try:
         import numba  # noqa: F401
