@@ -317,9 +317,9 @@ def calibrate(model: CostModel, history) -> CostModel:
     their values; ``calibrated`` lists the replaced ones.
 
     - ``gpu_compile_ms``: median ``seconds["compile"]`` of "compile" iterations that were not cache hits
-      and whose ``extra["mode"]``, if recorded, is traditional (for mode auto: whose ``extra["path"]``,
-      the compiler that ran, is);
-    - ``neural_sample_ms``: the same for "compile" iterations with ``extra["mode"] == "neural"``;
+      and whose ``mode`` (or ``extra["mode"]``), if recorded, is traditional (for mode auto: whose
+      ``extra["path"]``, the compiler that ran, is);
+    - ``neural_sample_ms``: the same for "compile" iterations whose mode is "neural";
     - ``verify_ms_per_test`` and ``verify_setup_ms``: from the verification passes, each a point
       (work W = candidates x tests, time t): "verify" iterations give W = ``verdict.tests_run`` and
       t = ``seconds["execute_and_compare"]``; "verify_batch" iterations that record
@@ -336,7 +336,7 @@ def calibrate(model: CostModel, history) -> CostModel:
         seconds = getattr(it, "seconds", None) or {}
         extra = getattr(it, "extra", None) or {}
         if kind == "compile" and not getattr(it, "cache_hit", False) and "compile" in seconds:
-            mode = extra.get("mode", "traditional")
+            mode = getattr(it, "mode", None) or extra.get("mode", "traditional")
             if mode == "auto":  # auto picks a compiler per batch: "path" records which one ran
                 mode = extra.get("path")
             if mode == "traditional":

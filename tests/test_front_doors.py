@@ -2,8 +2,6 @@
 module, the package's public face (the names jupyter_gpuiter/__init__.py re-exports) and theory
 (docs/architecture.md)."""
 
-import pytest
-
 import jupyter_gpuiter
 from tests.support.imports import PACKAGE, imports, module_name, package_files
 
@@ -29,7 +27,6 @@ def front_violations() -> list[str]:
             for (file, line, module), names in sorted(bad.items())]
 
 
-@pytest.mark.xfail(strict=True, reason="the Session-as-only-door step (issue 25 item 1) is next")
 def test_the_front_reaches_only_the_session_the_face_and_theory():
     bad = front_violations()
     assert not bad, "\n".join(bad)

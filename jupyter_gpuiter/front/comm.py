@@ -1,18 +1,24 @@
 """The `jupyter_gpuiter` comm: Session status and each verdict, as JSON, for the JupyterLab extension.
 
-Messages are documented in docs/protocol.md. Sending never fails a cell: without a kernel (plain
-IPython, tests) or without a frontend listening, messages are dropped. The verdicts sent in this
-kernel are kept (the last MAX_LOG), so that a frontend that attaches later (a reloaded page, a second
-tab) gets the history by sending `sync`.
+Messages are documented in docs/protocol.md. They come from the Session's events: `attach()` (called when
+the IPython extension loads, and when the gpuiter kernel starts) subscribes to the current Session, and
+each iteration becomes its message: a verify its `verdict` (then a `status`), a compile that failed (not
+one a verify made) a `verdict` carrying the error, a verify_batch a `status`. So a `%%gpucompile` cell and
+`gi.verify(...)` typed in a cell reach the panel alike, once each.
+
+Sending never fails a cell: without a kernel (plain IPython, tests) or without a frontend listening,
+messages are dropped (and not even built). The verdicts sent in this kernel are kept (the last MAX_LOG),
+so that a frontend that attaches later (a reloaded page, a second tab) gets the history by sending `sync`.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import re
 import time
 from collections import deque
+
+from ..session import current_session, function_name, subscribe_current
 
 TARGET = "jupyter_gpuiter"
 PROTOCOL_VERSION = 1
@@ -55,18 +61,10 @@ def error_message(name: str, mode: str, error, seconds: dict[str, float]) -> dic
     }
 
 
-def function_name(source: str) -> str:
-    """The name of the first `def` in a cell (for cells that do not compile), or "cell"."""
-    m = re.search(r"^\s*def\s+([A-Za-z_]\w*)", source, re.MULTILINE)
-    return m.group(1) if m else "cell"
-
-
 def status_message(session) -> dict:
-    last = next((h for h in reversed(session.history) if h.verdict is not None), None)
-    return {"type": "status", "version": PROTOCOL_VERSION, "device": str(session.device),
-            "cached_kernels": session.cached_kernels, "iterations": len(session.history),
-            "last": None if last is None else {"name": last.name, "passed": last.verdict.passed,
-                                               "sentence": last.verdict.sentence}}
+    status = session.status()
+    return {"type": "status", "version": PROTOCOL_VERSION, "device": status["device"],
+            "cached_kernels": status["cached_kernels"], "iterations": status["iterations"], "last": status["last"]}
 
 
 def history_message() -> dict:
@@ -85,8 +83,6 @@ def _on_msg(msg) -> None:
     if _comm is None:
         return
     try:
-        from ..session import current_session
-
         _comm.send(history_message())
         _comm.send(status_message(current_session()))
     except Exception:  # a reply that cannot be sent must not print a traceback
@@ -103,13 +99,21 @@ def _closed(comm) -> None:
         _comm = None  # closed by a frontend (or none had the target): the next message opens a new one
 
 
+def _kernel() -> bool:
+    """Whether a kernel runs that can carry messages."""
+    try:
+        from ipykernel.kernelbase import Kernel
+
+        return Kernel.initialized()
+    except Exception:  # noqa: BLE001 - no ipykernel, or a broken one: nothing to send on
+        return False
+
+
 def send(message: dict) -> bool:
     """Send one message on the comm (opened on first use); False when no kernel can carry it."""
     global _comm
     try:
-        from ipykernel.kernelbase import Kernel
-
-        if not Kernel.initialized():
+        if not _kernel():
             return False
         if message.get("type") == "verdict":
             _log.append(message)
@@ -123,3 +127,57 @@ def send(message: dict) -> bool:
         return True
     except Exception:  # noqa: BLE001 - a frontend that cannot take messages must not break the cell
         return False
+
+
+def send_status() -> bool:
+    """The current Session's `status` (`%gpuiter status`)."""
+    return send(status_message(current_session())) if _kernel() else False
+
+
+def messages(iteration) -> list[dict]:
+    """The messages one of the Session's iterations becomes (docs/protocol.md): none for a compile that
+    succeeded or that a verify made (the verify reports it)."""
+    if iteration.kind == "compile":
+        if iteration.error is None or iteration.inner:
+            return []
+        return [error_message(iteration.name, iteration.mode, iteration.error, iteration.seconds)]
+    if iteration.kind == "verify":
+        if iteration.error is not None:
+            first = error_message(iteration.name, iteration.mode, iteration.error, iteration.seconds)
+        else:
+            first = verdict_message(iteration.name, iteration.mode, iteration.verdict, iteration.seconds)
+        return [first, status_message(current_session())]
+    if iteration.kind == "verify_batch":
+        return [status_message(current_session())]
+    return []
+
+
+def on_iteration(iteration) -> None:
+    """The current Session's subscriber: each iteration's messages, when a kernel can carry them."""
+    if not _kernel():
+        return
+    for message in messages(iteration):
+        send(message)
+
+
+_unsubscribe = None
+
+
+def attach() -> None:
+    """Forward the current Session's iterations to the panel (idempotent)."""
+    global _unsubscribe
+    if _unsubscribe is None:
+        _unsubscribe = subscribe_current(on_iteration)
+
+
+def detach() -> None:
+    """Stop forwarding (what `attach` started)."""
+    global _unsubscribe
+    if _unsubscribe is not None:
+        _unsubscribe()
+        _unsubscribe = None
+
+
+__all__ = ["MAX_LOG", "PROTOCOL_VERSION", "TARGET", "attach", "detach", "error_message", "function_name",
+           "history_message", "messages", "on_iteration", "send", "send_status", "status_message",
+           "verdict_message"]

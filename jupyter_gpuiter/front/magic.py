@@ -2,7 +2,9 @@
 
 Options are declared with `magic_arguments`, so `%%gpucompile?` shows them. Bad options raise
 UsageError (one line); compile errors show the offending line with a caret; nothing here leaves the
-user namespace or the Session half-changed.
+user namespace or the Session half-changed. The cell is compiled and verified by the current Session,
+whose events reach the JupyterLab panel through the comm (comm.py): nothing here sends a message or
+keeps a time of its own.
 """
 
 from __future__ import annotations
@@ -14,13 +16,8 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
-from .. import CompileError
-from ..compilers import DEFAULT_MODE, MODES, REFERENCE_MODES
-from ..lang.python_semantics import numpy_reference
-from ..runtime import workers as compile_workers
-from ..runtime.kernel import DTYPES, Kernel
+from .. import DEFAULT_MODE, DTYPES, CompileError, Kernel, modes, tests_needed
 from ..session import current_session
-from ..verification.confidence import tests_needed
 from . import comm
 
 
@@ -73,17 +70,21 @@ def _display_panel(text: str, fill) -> None:
     print(text)
 
 
+_MODES = modes()
+
+
 @magics_class
 class GpuiterMagics(Magics):
     @magic_arguments()
     @argument("name", nargs="?", help="Name to bind the compiled Kernel to (default: the function's name).")
-    @argument("--mode", default=DEFAULT_MODE, help=f"Compiler: {', '.join(MODES)} (auto: the fastest correct one).")
+    @argument("--mode", default=DEFAULT_MODE, choices=list(_MODES),
+              help=f"Compiler: {', '.join(_MODES)} ({DEFAULT_MODE}, the default: the fastest correct one).")
     @argument("--ref", default=None, help="Reference: the NAME of a Kernel or NumPy callable in the namespace, "
               "'python' (the cell run by CPython), or 'float64' (the cell compiled in float64; the default).")
     @argument("--tests", type=int, default=None, help="Number of random tests (default: enough for --eps).")
     @argument("--delta", type=float, default=1e-3, help="Risk: the bound holds with confidence 1 - delta.")
     @argument("--eps", type=float, default=1e-3, help="Failure-rate bound to certify when --tests is not given.")
-    @argument("--dtype", default="float32", help=f"Kernel dtype: {', '.join(DTYPES)}.")
+    @argument("--dtype", default="float32", choices=list(DTYPES), help=f"Kernel dtype: {', '.join(DTYPES)}.")
     @argument("--domain", nargs="+", default=None, help="Input domains, e.g. x=-5:5 y=1e-3:1e3:log.")
     @argument("--candidates", type=int, default=None, help="Neural candidates k tried per program (--mode hybrid; "
               "default 4).")
@@ -101,29 +102,22 @@ class GpuiterMagics(Magics):
         checked against the reference on device-resident inputs with a confidence bound.
         """
         args = parse_argstring(self.gpucompile, line)
-        if args.mode not in MODES:
-            raise UsageError(f"--mode must be one of {', '.join(MODES)}, got {args.mode!r}")
-        if args.dtype not in DTYPES:
-            raise UsageError(f"--dtype must be one of {', '.join(DTYPES)}, got {args.dtype!r}")
         if args.tests is not None and args.tests < 1:
             raise UsageError("--tests must be at least 1")
         if not 0 < args.delta < 1 or not 0 < args.eps < 1:
             raise UsageError("--delta and --eps must be between 0 and 1")
+        if args.name is not None and not args.name.isidentifier():
+            raise UsageError(f"{args.name!r} is not a valid Python name")
         options = self._mode_options(args)
         sess = current_session()
-        t0 = time.perf_counter()
         try:
-            kernel = sess.compile(cell, mode=args.mode, dtype=args.dtype, **options)
+            kernel = sess.compile(cell, mode=args.mode, dtype=args.dtype, name=args.name, **options)
         except CompileError as e:
-            e.with_source(cell)
-            comm.send(comm.error_message(args.name or comm.function_name(cell), args.mode, e,
-                                         {"compile": time.perf_counter() - t0}))
             self._show_error(e, args.quiet)
             return
-        t_compile = time.perf_counter() - t0
+        except ValueError as e:
+            raise UsageError(str(e)) from None
         name = args.name or kernel.name
-        if not name.isidentifier():
-            raise UsageError(f"{name!r} is not a valid Python name")
         self.shell.user_ns[name] = kernel
         if args.no_verify:
             return
@@ -131,7 +125,7 @@ class GpuiterMagics(Magics):
         tests = None if args.exhaustive else args.tests if args.tests is not None else tests_needed(args.eps, args.delta)
         bar = _progress_bar(65536 if args.exhaustive else tests)
         try:
-            verdict = sess.verify(kernel, reference, tests=tests, delta=args.delta, dtype=args.dtype,
+            verdict = sess.verify(kernel, reference, name=name, tests=tests, delta=args.delta, dtype=args.dtype,
                                   domain=args.domain, exhaustive=args.exhaustive, progress=bar)
         except KeyboardInterrupt:
             print(f"{name}: verification interrupted; the kernel is defined, the session is intact")
@@ -141,10 +135,8 @@ class GpuiterMagics(Magics):
         finally:
             if bar is not None:
                 bar.close()
-        seconds = {"compile": t_compile, **verdict.timings}
+        seconds = sess.history[-1].seconds  # the verify's iteration: its candidate's compile, then each phase
         speedup = self._speedup(kernel, reference) if args.bench else None
-        comm.send(comm.verdict_message(name, args.mode, verdict, seconds))
-        comm.send(comm.status_message(sess))
         if args.quiet:
             return
         self._show(name, verdict, seconds, speedup)
@@ -153,25 +145,23 @@ class GpuiterMagics(Magics):
     @staticmethod
     def _mode_options(args) -> dict:
         options = {}
+        takes = _MODES[args.mode].options
         if args.candidates is not None:
-            if args.mode != "hybrid":
+            if "k" not in takes:
                 raise UsageError("--candidates needs --mode hybrid (neural alone returns its greedy candidate)")
             if args.candidates < 1:
                 raise UsageError("--candidates must be at least 1")
             options["k"] = args.candidates
         if args.model is not None:
-            if args.mode not in ("neural", "hybrid"):
+            if "model_path" not in takes:
                 raise UsageError("--model needs --mode neural or hybrid")
             options["model_path"] = args.model
         return options
 
     def _reference(self, args, cell: str):
         ref = args.ref or ("python" if args.dtype == "float64" else "float64")
-        if ref == "python":
-            return numpy_reference(cell)
-        if ref == "float64":  # a model-written program is checked against a compiler's, never its own kind
-            trusted = args.mode if args.mode in REFERENCE_MODES else DEFAULT_MODE
-            return current_session().compile(cell, mode=trusted, dtype="float64")
+        if ref in ("python", "float64"):  # float64: a model-written program is checked against a compiler's
+            return current_session().reference(cell, ref, mode=args.mode)
         if ref not in self.shell.user_ns:
             raise UsageError(f"--ref {ref}: no such name in the namespace (use a Kernel, a NumPy callable, "
                              "'python' or 'float64')")
@@ -221,10 +211,11 @@ class GpuiterMagics(Magics):
             raise UsageError("usage: %gpuiter status | tradeoffs | history | device cpu|cuda")
         sess = current_session()
         if words[0] == "status":
-            msg = comm.status_message(sess)
-            comm.send(msg)
-            print(f"device {msg['device']}, {msg['cached_kernels']} cached kernels, {msg['iterations']} iterations, "
-                  f"input pools {sess.pool.nbytes / 2**20:.1f} MiB, {compile_workers.running()} compile worker processes")
+            status = sess.status()
+            comm.send_status()
+            print(f"device {status['device']}, {status['cached_kernels']} cached kernels, {status['iterations']} "
+                  f"iterations, input pools {status['pool_bytes'] / 2**20:.1f} MiB, {status['compile_workers']} "
+                  "compile worker processes")
             return
         if words[0] == "device":
             if len(words) != 2 or words[1] not in ("cpu", "cuda"):
@@ -247,5 +238,7 @@ class GpuiterMagics(Magics):
 
 
 def load_ipython_extension(ip) -> None:
-    """`%load_ext jupyter_gpuiter`: register the magics (the Session is created on first use)."""
+    """`%load_ext jupyter_gpuiter`: register the magics and forward the current Session's iterations to the
+    JupyterLab panel (the Session is created on first use)."""
     ip.register_magics(GpuiterMagics)
+    comm.attach()

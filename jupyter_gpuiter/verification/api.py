@@ -265,6 +265,14 @@ def _tolerance(name: str, value, default: float) -> float:
     return float(value)
 
 
+def check_options(dtype: str = "float32", delta: float = 1e-3, tests=None, exhaustive: bool = False, seed=0,
+                  rtol=None, atol=None) -> None:
+    """ValueError for an option verify_programs would refuse: what a caller checks before compiling."""
+    _check_options(dtype, delta, tests, exhaustive, seed)
+    _tolerance("rtol", rtol, 0.0)
+    _tolerance("atol", atol, 0.0)
+
+
 def _inputs(pool, n_params: int, domains: list[Domain | None], dtype: str, tests, delta: float, seed: int,
             exhaustive: bool) -> torch.Tensor:
     if exhaustive:

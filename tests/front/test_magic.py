@@ -64,9 +64,9 @@ def test_hybrid_cell_records_its_path_and_verifies_against_a_trusted_compiler(ip
     ip.run_cell_magic("gpucompile", "--mode hybrid --candidates 2 --tests 1000", GELU.replace("gelu", "hgelu"))
     assert "hgelu: PASS" in capsys.readouterr().out
     compiles = [h for h in gi.current_session().history if h.kind == "compile" and h.name == "hgelu"]
-    assert compiles[0].extra["mode"] == "hybrid" and compiles[0].extra["path"] in ("neural", "traditional")
+    assert compiles[0].mode == "hybrid" and compiles[0].extra["path"] in ("neural", "traditional")
     # the float64 reference: compiled by a checked compiler, never the model
-    assert compiles[-1].extra["mode"] == "auto" and compiles[-1].extra["path"] in ("serial", "traditional")
+    assert compiles[-1].mode == "auto" and compiles[-1].extra["path"] in ("serial", "traditional")
 
 
 def test_second_run_of_an_unchanged_cell_is_a_cache_hit(ip):
@@ -74,7 +74,7 @@ def test_second_run_of_an_unchanged_cell_is_a_cache_hit(ip):
     ip.run_cell_magic("gpucompile", "--quiet --tests 100", cell)
     ip.run_cell_magic("gpucompile", "--quiet --tests 100", cell)
     compiles = [h for h in gi.current_session().history
-                if h.kind == "compile" and h.name == "sq" and h.extra["dtype"] == "float32"]
+                if h.kind == "compile" and h.name == "sq" and h.dtype == "float32"]
     assert [h.cache_hit for h in compiles][-2:] == [False, True]
 
 

@@ -7,11 +7,13 @@ Start-up costs what a plain IPython kernel costs plus importing the package (`ju
   `%load_ext jupyter_gpuiter` would (`GpuiterKernel.gpuiter_extensions`, configurable, lists the
   modules tried in order). A missing or failing extension is logged as a warning and reported in
   kernel_info; the kernel stays usable as a plain IPython kernel.
-- in `start()`: a daemon thread detects the device and, with CUDA, creates the CUDA context (the
-  slow part on a GPU machine), and builds the traditional compiler's tables there; it then schedules
-  the creation of the Session (`jupyter_gpuiter.current_session()`, with the neural model loaded on its
-  device) on the kernel's main
-  loop, so the Session is only ever created on the thread that runs cells. A cell that needs it before that simply creates it itself.
+- in `start()`: the comm is attached (each iteration of the current Session reaches the JupyterLab
+  panel, whether a `%%gpucompile` cell or `gi.verify(...)` made it), and a daemon thread runs the
+  Session's `warm_up()`: it detects the device and, with CUDA, creates the CUDA context (the slow part
+  on a GPU machine), builds the traditional compiler's tables there and loads the fused evaluator; it
+  then schedules the creation of the Session (`jupyter_gpuiter.current_session()`, with the neural model
+  loaded on its device) on the kernel's main loop, so the Session is only ever created on the thread
+  that runs cells. A cell that needs it before that simply creates it itself.
 
 kernel_info_reply: IPython's reply unchanged (`language_info` included) plus one top-level field,
 ``content["gpuiter"]`` (`gpuiter_info()`)::
@@ -35,6 +37,9 @@ from ipykernel.ipkernel import IPythonKernel
 from traitlets import List, Unicode
 
 from ... import __version__
+from ...session import cuda_available as _detect_cuda
+from ...session import warm_up
+from .. import comm
 
 _cuda_lock = threading.Lock()
 _cuda: bool | None = None
@@ -46,9 +51,7 @@ def cuda_available() -> bool:
     with _cuda_lock:
         if _cuda is None:
             try:
-                from ...runtime.device import cuda_available as detect
-
-                _cuda = bool(detect())
+                _cuda = bool(_detect_cuda())
             except Exception:  # noqa: BLE001 - a broken CUDA/torch install means "no CUDA", not a dead kernel
                 _cuda = False
         return _cuda
@@ -113,38 +116,23 @@ class GpuiterKernel(IPythonKernel):
 
     def start(self):
         super().start()
+        comm.attach()
         loop = self.io_loop
         self._preload_thread = threading.Thread(
             target=self._preload, args=(loop,), name="gpuiter-preload", daemon=True)
         self._preload_thread.start()
 
     def _preload(self, loop) -> None:
-        """Background thread: detect the device and warm CUDA up, build the traditional compiler's tables
-        there, load the fused evaluator, then have the main loop create the Session."""
+        """Background thread: the Session's warm-up (the device, CUDA's context, the traditional compiler's
+        tables there, the fused evaluator), then have the main loop create the Session."""
         t0 = time.perf_counter()
-        device = "cpu"
         try:
-            if cuda_available():
-                import torch
-
-                device = torch.device("cuda")
-                torch.empty(1, device=device)  # the CUDA context, now rather than in the first cell
-                self.gpuiter_device_name = torch.cuda.get_device_name(device)
-        except Exception as e:  # noqa: BLE001
-            device = "cpu"
-            self._warn(f"warming up CUDA failed: {type(e).__name__}: {e}")
-        try:
-            from ...compilers import traditional
-
-            traditional.warm_up(device)  # (~0.2 s the first %%gpucompile would wait; idempotent if a cell races it)
-        except Exception as e:  # noqa: BLE001
-            self._warn(f"warming up the traditional compiler failed: {type(e).__name__}: {e}")
-        try:
-            from ...runtime import fused
-
-            fused.warm_up()  # the evaluator from numba's disk cache (~1 s; its first build on a machine ~1 min)
-        except Exception as e:  # noqa: BLE001
-            self._warn(f"warming up the fused evaluator failed: {type(e).__name__}: {e}")
+            report = warm_up(None if cuda_available() else "cpu")
+            self.gpuiter_device_name = report.device_name
+            for warning in report.warnings:
+                self._warn(warning)
+        except Exception as e:  # noqa: BLE001 - warm_up reports its failures; this is for anything else
+            self._warn(f"warming up failed: {type(e).__name__}: {e}")
         finally:
             try:
                 loop.add_callback(self._create_session, t0)

@@ -34,8 +34,8 @@ import ipywidgets as W
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ... import epsilon_bound, format_count, format_rate, tests_needed
 from ...theory import PARADIGMS, CostModel, calibrate, false_accept_risk, optimise, pass_at_k
-from ...verification.confidence import epsilon_bound, format_count, format_rate, tests_needed
 
 __all__ = ["TradeoffExplorer"]
 
@@ -149,7 +149,8 @@ class TradeoffExplorer:
             session = current()
         model = calibrate(model if model is not None else CostModel(), session.history)
         points = [{"mode": it.extra.get("mode", "traditional"), "latency_ms": 1e3 * sum(it.seconds.values()),
-                   "label": it.name} for it in session.history if it.kind == "verify"][-50:]
+                   "label": it.name} for it in session.history
+                  if it.kind == "verify" and getattr(it, "error", None) is None][-50:]
         return cls(model, [p for p in points if p["mode"] in PARADIGMS], **kwargs)
 
     def set_model(self, model: CostModel) -> None:
