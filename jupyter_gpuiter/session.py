@@ -96,11 +96,6 @@ class Iteration:
     inner: bool = False
 
 
-def _check_mode(mode) -> None:
-    if not isinstance(mode, str) or mode not in compilers.MODES:
-        raise ValueError(f"unknown mode {mode!r}; available: {', '.join(compilers.MODES)}")
-
-
 def _check_verify_options(options: dict) -> str:
     """ValueError (TypeError for a name verify does not take) before anything compiles; the dtype."""
     unknown = sorted(set(options) - set(VERIFY_OPTIONS))
@@ -215,7 +210,7 @@ class Session:
         return self._compile(source, mode, dtype, device, options, name=name)
 
     def _compile(self, source, mode, dtype, device, options, *, name=None, inner=False) -> Kernel:
-        _check_mode(mode)
+        compilers.check_mode(mode)
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
         dev = self.device if device is None else resolve(device)
@@ -245,7 +240,7 @@ class Session:
 
             return numpy_reference(source)
         if kind == "float64":
-            _check_mode(mode)
+            compilers.check_mode(mode)
             trusted = mode if mode in compilers.REFERENCE_MODES else DEFAULT_MODE
             return self.compile(source, mode=trusted, dtype="float64")
         raise ValueError(f"a reference kind is 'float64' or 'python', got {kind!r}")
@@ -271,7 +266,7 @@ class Session:
         """Compile what is source, then verify on this Session's device-resident inputs. The options are
         checked first (ValueError, whatever the candidate); a source that does not compile gives a Verdict
         carrying its CompileError. `name` names the iteration (default: the kernel's)."""
-        _check_mode(mode)
+        compilers.check_mode(mode)
         dtype = _check_verify_options(options)
         t0 = time.perf_counter()
         path = getattr(candidate, "mode", None)
@@ -302,7 +297,7 @@ class Session:
         """Verify many candidates (sources, Kernels or Programs) in one pass; sources compile in one batch."""
         if isinstance(candidates, str):
             raise TypeError("verify_batch takes a list of candidates; use verify() for one")
-        _check_mode(mode)
+        compilers.check_mode(mode)
         dtype = _check_verify_options(options)
         t0 = time.perf_counter()
         sources = [c for c in candidates if isinstance(c, str)]

@@ -169,3 +169,152 @@ def test_bad_api_input():
         gi.compile_batch("def f(x):\n    return x\n", mode="serial")
     with pytest.raises(TypeError):
         gi.compile(b"def f(x): return x", mode="serial")
+
+
+# -- the Session's events (the front's door: docs/architecture.md) --------------------------------------------
+
+BAD = "def broken(x):\n    return x + nope\n"
+
+
+def recorded(sess):
+    events = []
+    return events, sess.subscribe(events.append)
+
+
+def test_each_compile_verify_and_verify_batch_publishes_one_iteration():
+    sess = gi.Session("cpu")
+    events, _ = recorded(sess)
+    k = sess.compile(SRC, dtype="float64", name="mul")
+    assert len(events) == 1 and events[-1] is sess.history[-1]
+    c = events[-1]
+    assert (c.kind, c.name, c.mode, c.dtype, c.cache_hit, c.error, c.inner) == (
+        "compile", "mul", "auto", "float64", False, None, False)
+    assert c.extra["path"] == "serial" and c.seconds["compile"] > 0
+
+    v = sess.verify(k, SRC, dtype="float64", **OPTIONS)
+    assert len(events) == 2 and v.passed
+    e = events[-1]
+    assert (e.kind, e.name, e.mode, e.dtype, e.verdict, e.error) == ("verify", "f", "auto", "float64", v, None)
+    # the Kernel's compile counts in the iteration that verifies it, once
+    assert e.seconds["compile"] >= c.seconds["compile"] and set(v.timings) <= set(e.seconds)
+    sess.verify(k, SRC, dtype="float64", **OPTIONS)
+    assert events[-1].seconds["compile"] < c.seconds["compile"] + e.seconds["compile"]
+
+    sess.verify_batch([SRC, SRC.replace("1.0", "2.0")], SRC, **OPTIONS)
+    b = events[-1]
+    assert len(events) == 4 and b.kind == "verify_batch" and b.extra == {"passed": 1, "candidates": 2, "tests": 2000}
+    assert events == sess.history
+
+
+def test_a_verify_of_a_source_reports_its_compile_as_inner():
+    sess = gi.Session("cpu")
+    events, _ = recorded(sess)
+    sess.verify(SRC, SRC, name="g", **OPTIONS)
+    assert [(e.kind, e.name, e.inner) for e in events] == [("compile", "g", True), ("verify", "g", False)]
+
+
+def test_a_compile_error_is_an_iteration_too():
+    sess = gi.Session("cpu")
+    events, _ = recorded(sess)
+    with pytest.raises(gi.CompileError) as info:
+        sess.compile(BAD)
+    assert info.value.source == BAD  # for the caret
+    (e,) = events
+    assert (e.kind, e.name, e.error, e.verdict, e.inner) == ("compile", "broken", info.value, None, False)
+
+    v = sess.verify(BAD, SRC, **OPTIONS)
+    assert not v.passed and v.error.kind == "unknown-name"
+    inner, outer = events[1:]
+    assert (inner.kind, inner.inner, outer.kind, outer.name, outer.verdict, outer.error) == (
+        "compile", True, "verify", "broken", v, v.error)
+
+
+def test_a_subscriber_that_raises_breaks_nothing_and_is_logged(caplog):
+    sess = gi.Session("cpu")
+
+    def broken(iteration):
+        raise RuntimeError("subscriber bug")
+
+    sess.subscribe(broken)
+    events, unsubscribe = recorded(sess)
+    assert sess.verify(SRC, SRC, **OPTIONS).passed
+    assert [e.kind for e in events] == ["compile", "verify"]  # the next subscriber still hears
+    assert "subscriber bug" in caplog.text
+    unsubscribe()
+    unsubscribe()  # twice is harmless
+    sess.compile(SRC)
+    assert len(events) == 2 and len(sess.history) == 3
+
+
+def test_subscribe_current_follows_the_current_session_only(monkeypatch):
+    from jupyter_gpuiter import session
+
+    monkeypatch.setattr(session, "_current", None)
+    events = []
+    unsubscribe = session.subscribe_current(events.append)
+    try:
+        assert session._current is None  # subscribing creates no Session
+        gi.Session("cpu").compile(SRC)  # not the current one
+        assert events == []
+        gi.verify(SRC, SRC, **OPTIONS)  # creates the current Session, which publishes to the subscriber
+        assert [e.kind for e in events] == ["compile", "verify"]
+    finally:
+        unsubscribe()
+    gi.current_session().compile(SRC)
+    assert len(events) == 2
+
+
+@pytest.mark.parametrize("options", [{"dtype": "int8"}, {"tests": 0}, {"delta": 2}, {"rtol": -1},
+                                     {"exhaustive": "yes"}, {"seed": 1.5}, {"mode": "quantum"}])
+def test_verify_checks_its_options_before_compiling(options):
+    sess = gi.Session("cpu")
+    events, _ = recorded(sess)
+    with pytest.raises(ValueError):
+        sess.verify(BAD, SRC, **options)
+    with pytest.raises(ValueError):
+        sess.verify_batch([BAD], SRC, **options)
+    assert events == []  # nothing compiled
+
+
+def test_an_unknown_option_or_mode_is_refused_everywhere():
+    sess = gi.Session("cpu")
+    with pytest.raises(TypeError, match="teste"):
+        sess.verify(SRC, SRC, teste=10)
+    for call in (lambda: sess.compile(SRC, mode="quantum"), lambda: gi.compile(SRC, mode="quantum"),
+                 lambda: gi.compile_batch([SRC], mode="quantum"), lambda: gi.verify(SRC, SRC, mode="quantum"),
+                 lambda: sess.reference(SRC, mode="quantum"), lambda: compilers.compile_one(SRC, mode="quantum")):
+        with pytest.raises(ValueError, match="unknown mode 'quantum'; available: auto, serial"):
+            call()
+    with pytest.raises(ValueError, match="dtype"):
+        sess.compile(SRC, dtype="int8")
+
+
+def test_the_registry_of_modes():
+    modes = gi.modes()
+    assert list(modes) == list(compilers.MODES)
+    assert [m.name for m in modes.values() if m.default] == [gi.DEFAULT_MODE] == [compilers.DEFAULT_MODE]
+    assert set(modes["hybrid"].options) == compilers.MODE_OPTIONS["hybrid"] and modes["serial"].options == ()
+    assert [m.name for m in modes.values() if m.reference] == list(compilers.REFERENCE_MODES)
+
+
+def test_status_and_references():
+    sess = gi.Session("cpu")
+    status = sess.status()
+    assert status["device"] == "cpu" and status["iterations"] == 0 and status["last"] is None
+    assert status["compile_workers"] >= 0 and status["pool_bytes"] >= 0
+    ref64 = sess.reference(SRC, "float64", mode="hybrid")  # a model never checks its own translations
+    assert isinstance(ref64, gi.Kernel) and ref64.dtype == "float64" and sess.history[-1].mode == "auto"
+    python = sess.reference(SRC, "python")
+    np.testing.assert_allclose(python(np.array([2.0]), np.array([3.0])), [7.0])
+    with pytest.raises(ValueError, match="reference kind"):
+        sess.reference(SRC, "float16")
+    sess.verify(SRC, python, **OPTIONS)
+    status = sess.status()
+    assert status["iterations"] == 3 and status["last"]["name"] == "f" and status["last"]["passed"] is True
+
+
+def test_warm_up_reports_what_it_did():
+    from jupyter_gpuiter.session import warm_up
+
+    report = warm_up("cpu")
+    assert report.device == "cpu" and report.warnings == [] and report.device_name is None and report.seconds > 0

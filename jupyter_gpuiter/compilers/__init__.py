@@ -73,13 +73,18 @@ MODE_OPTIONS = {"auto": set(), "serial": set(), "traditional": set(), "neural": 
                 "hybrid": {"model_path", "k", "tests", "strict", "temperature", "seed", "dtype"}}
 
 
+def check_mode(mode) -> None:
+    """ValueError unless `mode` names a mode of the registry: the one check of a mode, wherever it is given."""
+    if not isinstance(mode, str) or mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; available: {', '.join(MODES)}")
+
+
 def compile_batch(sources: Sequence[str], mode: str = DEFAULT_MODE, device=None, **options) -> BatchResult:
     """Compile many sources at once with the named compiler. `options` go to the mode: neural takes
     `model_path`; hybrid takes `model_path`, `k`, `tests`, `strict`, `temperature`, `seed`, `dtype`."""
     if isinstance(sources, str):
         raise TypeError("compile_batch takes a list of sources; use compile() for one")
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; available: {', '.join(MODES)}")
+    check_mode(mode)
     for s in sources:
         if not isinstance(s, str):
             raise TypeError(f"sources must be str, got {type(s).__name__}")
@@ -93,6 +98,7 @@ def compile_batch(sources: Sequence[str], mode: str = DEFAULT_MODE, device=None,
 def compile_one(source: str, mode: str = DEFAULT_MODE, device=None, **options):
     """One source: (Program or CompileError, the compiler that produced it). The serial compiler runs
     without packing a device batch (what an edit in a notebook pays for)."""
+    check_mode(mode)
     used = resolve_mode(mode, 1, device)
     if used == "serial" and not options:
         from .serial import compile_sources
@@ -105,4 +111,4 @@ def compile_one(source: str, mode: str = DEFAULT_MODE, device=None, **options):
 
 
 __all__ = ["AUTO_CROSSOVER_CPU", "DEFAULT_MODE", "MODES", "MODE_OPTIONS", "REFERENCE_MODES", "BatchResult",
-           "compile_batch", "compile_one", "resolve_mode"]
+           "check_mode", "compile_batch", "compile_one", "resolve_mode"]

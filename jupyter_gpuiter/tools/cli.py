@@ -40,8 +40,7 @@ def _read_source(path: str) -> str:
 
 
 def _compile(args) -> int:
-    from .. import compile_batch
-    from ..lang.errors import CompileError
+    from .. import CompileError, compile_batch
 
     try:
         source = _read_source(args.file)
@@ -51,7 +50,8 @@ def _compile(args) -> int:
     except CompileError as e:
         print(e.format(path=args.file), file=sys.stderr)
         return 1
-    result = compile_batch([source], mode=args.mode)[0]
+    batch = compile_batch([source], mode=args.mode)
+    result = batch[0]
     if isinstance(result, CompileError):
         print(result.with_source(source).format(path=args.file), file=sys.stderr)
         return 1
@@ -59,7 +59,7 @@ def _compile(args) -> int:
         print(result.text())
     else:
         print(f"{args.file}: ok: {result.name}({', '.join(result.param_names)}), "
-              f"{result.n_nodes} instructions ({args.mode})")
+              f"{result.n_nodes} instructions ({batch.paths[0] if batch.paths else args.mode})")
     return 0
 
 
@@ -174,7 +174,7 @@ def _install_kernel(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..compilers import MODES
+    from .. import DEFAULT_MODE, modes
     from .bench import TOOLS
 
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -185,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("compile", help="Compile a kernel-language file and report errors or print its IR.")
     p.add_argument("file", help="A .py file holding one kernel-language function.")
-    p.add_argument("--mode", default="serial", choices=sorted(MODES), help="Which compiler to use.")
+    p.add_argument("--mode", default=DEFAULT_MODE, choices=list(modes()),
+                   help=f"Which compiler to use (default {DEFAULT_MODE}: the fastest correct one for one file).")
     p.add_argument("--emit", choices=["ir"], help="Print the canonical IR of the compiled program.")
     p.set_defaults(run=_compile)
     b = sub.add_parser("bench", help="Run benchmark suites; prints ratios measured in one run and writes JSON.",

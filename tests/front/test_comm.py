@@ -142,7 +142,13 @@ def test_kernel_opens_the_comm_and_answers_sync(gpuiter_kernel):
     assert history["type"] == "history" and [v["name"] for v in history["verdicts"]][-2:] == ["f", "g"]
     assert status["type"] == "status"
 
-    # messages that are not a sync (not even a JSON object) get no answer and print nothing
+    # gi.verify typed in a cell reaches the panel like a %%gpucompile cell: its verdict, then the status
+    cell = "import jupyter_gpuiter as gi\ngi.verify('def h(x):\\n    return x * 2\\n', 'def r(x):\\n    return x + x\\n', tests=100)"
+    traffic = _comm_traffic(_exchange(kc, kc.execute(cell)))
+    assert [(k, c["comm_id"], c["data"]["type"]) for k, c in traffic] == [("comm_msg", cid, "verdict"),
+                                                                         ("comm_msg", cid, "status")], traffic
+    assert traffic[0][1]["data"]["name"] == "h" and traffic[0][1]["data"]["passed"] is True
+
     for data in (["sync"], "sync", 7, None, {"type": None}):
         bad = kc.session.msg("comm_msg", {"comm_id": cid, "data": data})
         kc.shell_channel.send(bad)
@@ -156,3 +162,60 @@ def test_kernel_opens_the_comm_and_answers_sync(gpuiter_kernel):
     _exchange(kc, close["header"]["msg_id"])
     traffic = _comm_traffic(_exchange(kc, kc.execute("%gpuiter status")))
     assert traffic[0][0] == "comm_open" and traffic[0][1]["comm_id"] != cid, traffic
+
+
+# -- the Session's events become the messages ------------------------------------------------------------------
+
+def test_each_iteration_becomes_its_messages():
+    sess = gi.Session("cpu")
+    events = []
+    sess.subscribe(events.append)
+    sess.compile("def ok(x):\n    return x\n")
+    with pytest.raises(CompileError):
+        sess.compile("def bad(x):\n    return y\n", mode="serial")
+    sess.verify("def bad2(x):\n    return y\n", "def f(x):\n    return x\n", tests=100)
+    sess.verify("def f(x):\n    return x\n", "def f(x):\n    return x\n", tests=100)
+    sess.verify_batch(["def f(x):\n    return x\n"], "def f(x):\n    return x\n", tests=100)
+    kinds = [[(m["type"], m.get("name"), (m.get("error") or {}).get("kind")) for m in comm.messages(e)] for e in events]
+    assert kinds == [
+        [],  # a compile that succeeded
+        [("verdict", "bad", "unknown-name")],  # a compile that failed
+        [],  # the compile a verify made: its verify reports it
+        [("verdict", "bad2", "unknown-name"), ("status", None, None)],
+        [],
+        [("verdict", "f", None), ("status", None, None)],
+        [("status", None, None)],
+    ]
+    bad = comm.messages(events[1])[0]
+    assert set(bad) == VERDICT_FIELDS and bad["mode"] == "serial" and bad["seconds"]["compile"] > 0
+    verdict = comm.messages(events[5])[0]
+    assert set(verdict) == VERDICT_FIELDS and verdict["passed"] is True and verdict["tests"] == 100
+    assert set(verdict["seconds"]) >= {"compile", "execute_and_compare"}
+
+
+def test_gi_verify_in_a_kernel_sends_one_verdict_and_the_status(monkeypatch):
+    fake = _FakeComm()
+    monkeypatch.setattr(comm, "_comm", fake)
+    monkeypatch.setattr(comm, "_kernel", lambda: True)
+    monkeypatch.setattr(comm, "_log", comm.deque(maxlen=comm.MAX_LOG))
+    comm.attach()
+    comm.attach()  # once only, however often the extension loads
+    gi.verify("def twice(x):\n    return x * 2\n", "def f(x):\n    return x + x\n", tests=100)
+    assert [m["type"] for m in fake.sent] == ["verdict", "status"]
+    assert fake.sent[0]["name"] == "twice" and fake.sent[0]["passed"] is True
+    assert fake.sent[1]["last"]["name"] == "twice" and list(comm._log) == [fake.sent[0]]
+    comm.detach()
+    gi.verify("def twice(x):\n    return x * 2\n", "def f(x):\n    return x + x\n", tests=100)
+    assert len(fake.sent) == 2
+
+
+def test_outside_a_kernel_no_message_is_even_built(monkeypatch):
+    def fail(*args):
+        raise AssertionError("built a message with no kernel to carry it")
+
+    monkeypatch.setattr(comm, "messages", fail)
+    comm.attach()
+    try:
+        gi.verify("def f(x):\n    return x\n", "def f(x):\n    return x\n", tests=100)
+    finally:
+        comm.detach()
