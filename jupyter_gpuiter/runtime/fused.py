@@ -18,8 +18,9 @@ NumPy and torch compute half-precision ops on the CPU; a literal is rounded once
 (+ - * / // % and comparisons, sqrt, abs, floor, ceil, copysign, min, max, clip) is bit-identical to
 NumPy's, and to torch's but where torch is off (its sqrt is not correctly rounded, its float16/bfloat16 //
 rounds every step, its % is nan where a / b overflows); transcendental functions come from the C library
-here (float32 tanh through float64 exp) and from SLEEF in torch, all within about 1 ULP, so they may differ by an ULP. The sign of a nan an
-op produces is the CPU's (and unspecified by IEEE 754): copysign(x, nan) shows it.
+here (but float32 exp, tanh and sigmoid: through _exp_f32, a float64 exp that vectorises) and from SLEEF in
+torch, all within about 1 ULP, so they may differ by an ULP. The sign of a nan an op produces is the CPU's
+(and unspecified by IEEE 754): copysign(x, nan) shows it.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import intrinsic
 
 from ..ir import Program
 from ..lang.spec import IR_OP_INDEX as _OP
@@ -109,18 +111,90 @@ def _mod(a, b):
     return r
 
 
-@njit(**_JIT)
-def _tanh32(a):
-    """tanh of a float32 through float64 exp (the C library's tanhf costs eight of its exp): the float64
-    quotient is within 1e-12 relative of tanh, so the result is tanh correctly rounded but where rounding
-    twice moves it (at most 1 ULP, as tanhf and SLEEF are)."""
-    v = np.float64(a)
-    if abs(v) < 0.000244140625:  # |v| < 2^-12: tanh(v) rounds to v (±0 and subnormals included)
-        return a
-    if abs(v) > 10.0:  # rounds to ±1
-        return np.float32(np.copysign(1.0, v))
-    e = np.exp(2.0 * v)  # nan stays nan
-    return np.float32((e - 1.0) / (e + 1.0))
+@intrinsic
+def _fma(typingctx, a, b, c):
+    """a * b + c rounded once (llvm.fma: one instruction where the CPU has FMA, vectorised with the loop)."""
+    if not (a == b == c == types.float64):
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.fma(*args)
+    return types.float64(types.float64, types.float64, types.float64), codegen
+
+
+@intrinsic
+def _bits(typingctx, v):
+    """The bits of a float64 as an int64 (a register bitcast)."""
+    if v != types.float64:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], context.get_value_type(types.int64))
+    return types.int64(types.float64), codegen
+
+
+@intrinsic
+def _from_bits(typingctx, i):
+    """The float64 whose bits are the int64 i."""
+    if i != types.int64:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], context.get_value_type(types.float64))
+    return types.float64(types.int64), codegen
+
+
+_LOG2E = 1.4426950408889634
+_LN2_HI = 6.93147180369123816490e-01  # ln 2 in two parts (fdlibm's): k * _LN2_HI is exact for |k| < 2^20
+_LN2_LO = 1.90821492927058770002e-10
+_SHIFTER = 6755399441055744.0  # 1.5 * 2^52: v + _SHIFTER is v rounded to an integer, held in the low bits
+_SHIFTER_BITS = 0x4338000000000000
+# e^r on [-0.35, 0.35] (|r| <= ln2 / 2 after the reduction): degree-10 near-minimax polynomial
+# (mpmath.chebyfit), 3.7e-16 relative with its coefficients rounded to float64
+_E10, _E9, _E8, _E7, _E6, _E5, _E4, _E3, _E2, _E1, _E0 = (
+    2.762773069846965e-07, 2.7641829585335596e-06, 2.4801501014878055e-05, 0.00019841166270355944,
+    0.001388888893514123, 0.008333333388852152, 0.04166666666656548, 0.16666666666545207, 0.5000000000000007,
+    1.0000000000000075, 1.0)
+
+
+@njit(inline="always", **_JIT)
+def _exp_f32(v):
+    """exp(v) in float64 for the float32 register paths, within 1e-15 relative, or 0 / inf: exact once
+    rounded to float32 but where rounding twice moves it (at most 1 ULP; not one of 6e7 float32 inputs
+    tested). Branch-free, so that a tile loop calling it vectorises (the C library's exp is a call per
+    element): v is clamped to [-110, 100], where float32 exp is 0 and inf beyond (nan stays nan), then
+    v = k ln2 + r, e^r by a polynomial and 2^k (a normal float64 for such k) built from its exponent bits.
+    Not for float64 registers: below -110 and above 100 it is wrong in float64."""
+    v = -110.0 if v < -110.0 else v  # noqa: FURB136 - a select that keeps nan
+    v = 100.0 if v > 100.0 else v  # noqa: FURB136
+    s = _fma(v, _LOG2E, _SHIFTER)  # k in the low bits of s
+    k = s - _SHIFTER
+    r = _fma(k, -_LN2_HI, v)
+    r = _fma(k, -_LN2_LO, r)
+    p = _fma(_E10, r, _E9)
+    p = _fma(p, r, _E8)
+    p = _fma(p, r, _E7)
+    p = _fma(p, r, _E6)
+    p = _fma(p, r, _E5)
+    p = _fma(p, r, _E4)
+    p = _fma(p, r, _E3)
+    p = _fma(p, r, _E2)
+    p = _fma(p, r, _E1)
+    p = _fma(p, r, _E0)
+    return p * _from_bits((_bits(s) - _SHIFTER_BITS + 1023) << 52)
+
+
+@njit(inline="always", **_JIT)
+def _tanh_f32(v):
+    """tanh(v) in float64 for the float32 register paths (v holds a float32), through _exp_f32 (the C
+    library's tanhf costs eight of its exp): the quotient is within 1e-12 relative of tanh, so the result
+    rounded to float32 is tanh correctly rounded but where rounding twice moves it (at most 1 ULP, as tanhf
+    and SLEEF are). Selects, no branches: e stays finite for every v, so the unused quotient is never what
+    turns nan or inf into the result."""
+    e = _exp_f32(2.0 * v)  # nan stays nan
+    q = (e - 1.0) / (e + 1.0)
+    q = (1.0 if v > 0 else -1.0) if abs(v) > 10.0 else q  # rounds to ±1
+    return v if abs(v) < 0.000244140625 else q  # |v| < 2^-12: tanh(v) rounds to v (±0 and subnormals too)
 
 
 @njit(**_JIT)
@@ -256,8 +330,12 @@ def _exec(ops, args, imm, length, x, lo, m, regs, mode):
             for t in range(m):
                 d[t] = np.sqrt(a[t])
         elif op == EXP:
-            for t in range(m):
-                d[t] = np.exp(a[t])
+            if regs.itemsize == 4:
+                for t in range(m):
+                    d[t] = np.float32(_exp_f32(np.float64(a[t])))
+            else:
+                for t in range(m):
+                    d[t] = np.exp(a[t])
         elif op == EXPM1:
             for t in range(m):
                 d[t] = np.expm1(a[t])
@@ -304,7 +382,7 @@ def _exec(ops, args, imm, length, x, lo, m, regs, mode):
         elif op == TANH:
             if regs.itemsize == 4:
                 for t in range(m):
-                    d[t] = _tanh32(a[t])
+                    d[t] = np.float32(_tanh_f32(np.float64(a[t])))
             else:
                 for t in range(m):
                     d[t] = np.tanh(a[t])
@@ -323,8 +401,12 @@ def _exec(ops, args, imm, length, x, lo, m, regs, mode):
             for t in range(m):
                 d[t] = _minimum(_maximum(a[t], b[t]), c[t])
         elif op == SIGMOID:  # 1 / (1 + exp(-x)), each step rounded like the torch ops it stands for
-            for t in range(m):
-                d[t] = np.exp(-a[t])
+            if regs.itemsize == 4:
+                for t in range(m):
+                    d[t] = np.float32(_exp_f32(-np.float64(a[t])))
+            else:
+                for t in range(m):
+                    d[t] = np.exp(-a[t])
             if mode:
                 _round_tile(d, m, mode)
             for t in range(m):

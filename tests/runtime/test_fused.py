@@ -739,6 +739,61 @@ def test_tanh_float32_is_correctly_rounded_but_for_one_ulp():
     assert np.array_equal(got[-15:-1].view(np.int32), want[-15:-1].view(np.int32))  # the named values, exactly
 
 
+
+def _window(center: float, half: int) -> np.ndarray:
+    """The 2 * half float32 values around `center` (consecutive bit patterns)."""
+    b = int(np.float32(center).view(np.int32))
+    return np.arange(b - half, b + half, dtype=np.int64).astype(np.int32).view(np.float32)
+
+
+def _f32_ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """ULP distances between float32 arrays (not nan); -0 and +0 are one apart."""
+    def key(v):
+        i = v.view(np.int32).astype(np.int64)
+        return np.where(i < 0, -(i & 0x7FFFFFFF) - 1, i)
+    return np.abs(key(got) - key(want))
+
+
+@pytest.mark.parametrize("op", ["exp", "sigmoid"])
+def test_exp_and_sigmoid_float32_are_correctly_rounded_but_for_one_ulp(op):
+    """float32 exp (alone and inside sigmoid) runs through fused's vectorised float64 exp: against float64 exp
+    rounded once to float32 (sigmoid: then 1 + e and 1 / that in float32, as the torch ops round), at most 1
+    ULP apart, and exact on the named values and on every float32 around the edges: ±0, subnormals, nan, ±inf,
+    the overflow to inf (above 88.7228), the last normal result (-87.3365) and the last nonzero one (-103.972),
+    where it rounds into the subnormals and to 0."""
+    rng = np.random.default_rng(5)
+    named = np.array([0.0, -0.0, 1e-45, -1e-45, 1e-40, -1e-40, 1.1754944e-38, -1.1754944e-38, 2.0 ** -24,
+                      -(2.0 ** -24), 1.0, -1.0, 88.72283, 88.72284, 89.0, 100.0, 120.0, 3.4e38, -87.33654, -87.33655,
+                      -103.97208, -103.9721, -104.0, -110.0, -120.0, -3.4e38, np.inf, -np.inf, np.nan], np.float32)
+    edges = [_window(c, 4096) for c in (88.72283, -87.33654, -103.97208, -88.72283, 87.33654, 103.97208)]
+    random = [rng.uniform(-110, 100, 200_000), np.copysign(np.exp2(rng.uniform(-150, 7, 100_000)),
+                                                             rng.standard_normal(100_000))]
+    x = np.concatenate([named, *edges, *(r.astype(np.float32) for r in random)])
+    program = Program(["param", op, "ret"], [(-1, -1, -1), (0, -1, -1), (1, -1, -1)], [0.0, 0.0, 0.0], 1)
+    got = fused.evaluate(fused.ProgramArrays.from_programs([program]), x[None, :], "float32")[0]
+    with np.errstate(over="ignore"):
+        if op == "exp":
+            want = np.exp(x.astype(np.float64)).astype(np.float32)
+        else:
+            e = np.exp(-x.astype(np.float64)).astype(np.float32)
+            want = np.float32(1.0) / (np.float32(1.0) + e)
+    assert np.array_equal(np.isnan(got), np.isnan(x)) and np.array_equal(np.isnan(want), np.isnan(x))
+    ok = ~np.isnan(x)
+    ulps = _f32_ulps(got[ok], want[ok])
+    assert ulps.max() <= 1 and (ulps == 0).mean() > 0.999, (ulps.max(), (ulps == 0).mean())
+    exact = len(named) + sum(len(w) for w in edges)
+    assert np.array_equal(got[:exact].view(np.int32)[ok[:exact]], want[:exact].view(np.int32)[ok[:exact]])
+    if op == "exp":  # the classes at the edges, as named
+        assert got[np.isin(x, np.float32([89.0, 100.0, 120.0, 3.4e38, np.inf]))].tolist() == [np.inf] * 5
+        assert got[x == np.float32(88.72283)][0] < np.inf and got[x == np.float32(88.72284)][0] == np.inf
+        assert (got[np.isin(x, np.float32([-104.0, -110.0, -120.0, -3.4e38, -np.inf]))] == 0).all()
+        assert 0 < got[x == np.float32(-103.97208)][0] < 1.2e-38 and got[x == np.float32(-87.33654)][0] >= 1.1754944e-38
+        assert (got[np.abs(x) < 2.0 ** -26] == 1).all()
+    else:
+        assert got[np.isin(x, np.float32([np.inf, 100.0, 3.4e38]))].tolist() == [1.0] * 3
+        assert got[np.isin(x, np.float32([-np.inf, -110.0, -3.4e38]))].tolist() == [0.0] * 3
+        assert (got[np.abs(x) < 2.0 ** -26] == 0.5).all()
+
 def test_duplicate_programs_run_once_with_the_same_comparison():
     """ProgramArrays.unique: candidates that compile to the same program run once; the comparison taken back
     to every candidate equals running each."""
