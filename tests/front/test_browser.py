@@ -1,12 +1,14 @@
 """The JupyterLab extension and the widgets in a real browser: JupyterLab on 127.0.0.1, Debian's Chromium
 driven by Playwright.
 
-One test runs examples/quickstart.ipynb in JupyterLab (a fresh server on a free port with a token, the
+The first test runs examples/quickstart.ipynb in JupyterLab (a fresh server on a free port with a token, the
 gpuiter kernelspec from this checkout first on JUPYTER_PATH, a temporary copy of examples/ as its root)
 and checks what a person would see: the verification panels (widget DOM and plotly graphs), the compile
 error with its caret, the extension's status-bar item with the last verdict and its history panel
 listing the cells; then the palette command that inserts the trade-off explorer, and a reload that
-restores the history from the kernel. Screenshots go to the test's tmp dir.
+restores the history from the kernel. The second runs `gi.verify(...)` in the cells of a new notebook (no
+magic) and checks that each verdict reaches the status bar and the history panel all the same: the
+Session's events, not the magic, feed the comm. Screenshots go to the test's tmp dir.
 
 Chromium comes from Debian (`make chromium`, run by `make test`); Playwright's own browser download
 does not work here. Without /usr/bin/chromium these tests fail rather than skip: deselect them with
@@ -334,9 +336,80 @@ def _run_quickstart(page, server: LabServer, tmp_path: Path):
     # a reload attaches to the kernel's open comm and gets the history back (`sync`)
     page.reload()
     expect(_code_cells(page).first).to_be_visible(timeout=KERNEL_IDLE * 1000)
+    # the status item shows once the reloaded page's comm has attached and had its `sync` answered
+    expect(page.locator("#jp-main-statusbar .jp-gpuiter-status")).to_be_visible(timeout=KERNEL_IDLE * 1000)
     page.locator("#jp-main-statusbar .jp-gpuiter-status").click()  # shows the panel (a tab click would toggle)
     expect(page.locator("#jp-gpuiter-history")).to_be_visible()
     expect(page.locator("#jp-gpuiter-history .jp-gpuiter-history-row")).to_have_count(len(expected))
     assert [(r["name"], r["verdict"]) for r in _history_rows(page)] == expected
     expect(page.locator("#jp-main-statusbar .jp-gpuiter-status-verdict")).to_have_text("softsign PASS")
     _shot(page, tmp_path, "08-reloaded")
+
+
+# -- gi.verify in a cell: the Session's events reach the panel without the magic -------------------------------
+
+VERIFY_CELLS = [
+    ("import jupyter_gpuiter as gi\n"
+    "v = gi.verify('def twice(x):\\n    return x * 2\\n', 'def r(x):\\n    return x + x\\n', tests=1000)\n"
+    "print('first', v.passed)"),
+    ("v = gi.verify('def off(x):\\n    return x * 2 + (x > 1)\\n', 'def r(x):\\n    return x + x\\n', tests=1000)\n"
+    "print('second', v.passed)"),
+]
+
+
+def _notebook(path: Path, cells: list[str]) -> None:
+    path.write_text(json.dumps({
+        "nbformat": 4, "nbformat_minor": 5,
+        "metadata": {"kernelspec": {"display_name": "gpuiter (Python 3)", "language": "python", "name": "gpuiter"}},
+        "cells": [{"cell_type": "code", "id": f"cell-{i}", "metadata": {}, "execution_count": None, "outputs": [],
+                   "source": source} for i, source in enumerate(cells)]}), encoding="utf-8")
+
+
+@pytest.mark.browser
+def test_gi_verify_in_a_cell_updates_the_panel(lab_server, browser_context, tmp_path):
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=UI * 1000)
+    _notebook(lab_server.root_dir / "verify_in_a_cell.ipynb", VERIFY_CELLS)
+    page = browser_context.new_page()
+    console: list[str] = []
+    page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
+    page.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
+    try:
+        page.goto(f"{lab_server.url}/lab/tree/verify_in_a_cell.ipynb?reset&token={lab_server.token}")
+        expect(_code_cells(page)).to_have_count(len(VERIFY_CELLS), timeout=KERNEL_IDLE * 1000)
+        expect(page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-KernelName")).to_have_text(
+            re.compile("gpuiter"), timeout=KERNEL_IDLE * 1000)
+        _wait_idle(page, KERNEL_IDLE)
+
+        # the first cell alone (Shift+Enter): its verdict is in the status bar and the history panel
+        _code_cells(page).first.locator(".jp-InputArea-editor").click()
+        page.keyboard.press("Shift+Enter")
+        first = _code_cells(page).first.locator(".jp-OutputArea-output")
+        expect(first).to_contain_text("first True", timeout=RUN_ALL * 1000)
+        status = page.locator("#jp-main-statusbar .jp-gpuiter-status")
+        expect(status.locator(".jp-gpuiter-status-verdict")).to_have_text("twice PASS")
+        expect(status.locator(".jp-gpuiter-status-sentence")).to_contain_text("1,000")
+        status.click()  # opens the history panel
+        rows = page.locator("#jp-gpuiter-history .jp-gpuiter-history-row")
+        expect(rows).to_have_count(1)
+        assert [(r["name"], r["mode"], r["verdict"]) for r in _history_rows(page)] == [("twice", "auto", "PASS")]
+        _shot(page, tmp_path, "01-first-verify")
+
+        # the second (a failing rewrite) adds its row and takes the status bar
+        _wait_idle(page, UI)
+        _code_cells(page).nth(1).locator(".jp-InputArea-editor").click()  # the panel took the focus
+        page.keyboard.press("Shift+Enter")
+        expect(_code_cells(page).nth(1).locator(".jp-OutputArea-output")).to_contain_text(
+            "second False", timeout=RUN_ALL * 1000)
+        expect(rows).to_have_count(2)
+        expect(status.locator(".jp-gpuiter-status-verdict")).to_have_text("off FAIL")
+        assert [(r["name"], r["verdict"]) for r in _history_rows(page)] == [("twice", "PASS"), ("off", "FAIL")]
+        _shot(page, tmp_path, "02-second-verify")
+    except Exception:
+        _shot(page, tmp_path, "failure")
+        print(f"screenshots in {tmp_path}\n--- browser console ---\n" + "\n".join(console[-60:]) +
+              "\n--- server log ---\n" + lab_server.log_tail())
+        raise
+    finally:
+        page.close()
