@@ -115,8 +115,6 @@ class GpuiterMagics(Magics):
         except CompileError as e:
             self._show_error(e, args.quiet)
             return
-        except ValueError as e:
-            raise UsageError(str(e)) from None
         name = args.name or kernel.name
         self.shell.user_ns[name] = kernel
         if args.no_verify:
