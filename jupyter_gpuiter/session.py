@@ -20,7 +20,7 @@ import logging
 import re
 import time
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -105,14 +105,21 @@ def _check_verify_options(options: dict) -> str:
     return options.get("dtype", "float32")
 
 
+#: iterations a Session's history keeps (the latest)
+HISTORY_SIZE = 10_000
+
+
 class Session:
     """Resident state for a notebook or a long-running loop. `jupyter_gpuiter.current_session()` is the current one."""
 
-    def __init__(self, device=None, cache_size: int = 512):
+    def __init__(self, device=None, cache_size: int = 512, history_size: int = HISTORY_SIZE):
         self.device = resolve(device)
         self.pool = InputPool(self.device)
         self.outputs = ReferenceOutputs()
-        self.history: list[Iteration] = []
+        # the latest iterations (a loop of a million edits must not keep a million Verdicts); `iterations`
+        # counts them all
+        self.history: deque[Iteration] = deque(maxlen=history_size)
+        self.iterations = 0
         self._programs: OrderedDict[tuple, tuple[Program, str]] = OrderedDict()
         self._references: dict[tuple, Kernel] = {}
         self._cache_size = cache_size
@@ -140,6 +147,7 @@ class Session:
 
     def _publish(self, iteration: Iteration) -> Iteration:
         self.history.append(iteration)
+        self.iterations += 1
         callbacks = list(self._subscribers)
         if self is _current:
             callbacks += _current_subscribers
@@ -167,7 +175,7 @@ class Session:
         from .runtime import workers
 
         last = next((h for h in reversed(self.history) if h.verdict is not None), None)
-        return {"device": str(self.device), "cached_kernels": self.cached_kernels, "iterations": len(self.history),
+        return {"device": str(self.device), "cached_kernels": self.cached_kernels, "iterations": self.iterations,
                 "pool_bytes": int(self.pool.nbytes), "compile_workers": workers.running(),
                 "last": None if last is None else {"name": last.name, "passed": last.verdict.passed,
                                                    "sentence": last.verdict.sentence}}

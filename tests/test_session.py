@@ -203,7 +203,7 @@ def test_each_compile_verify_and_verify_batch_publishes_one_iteration():
     sess.verify_batch([SRC, SRC.replace("1.0", "2.0")], SRC, **OPTIONS)
     b = events[-1]
     assert len(events) == 4 and b.kind == "verify_batch" and b.extra == {"passed": 1, "candidates": 2, "tests": 2000}
-    assert events == sess.history
+    assert events == list(sess.history)
 
 
 def test_a_verify_of_a_source_reports_its_compile_as_inner():
@@ -318,3 +318,11 @@ def test_warm_up_reports_what_it_did():
 
     report = warm_up("cpu")
     assert report.device == "cpu" and report.warnings == [] and report.device_name is None and report.seconds > 0
+
+
+def test_history_keeps_the_latest_iterations_and_counts_them_all():
+    sess = gi.Session("cpu", history_size=3)
+    for c in (1, 2, 3, 4, 5):
+        sess.compile(f"def f(x):\n    return x + {c}\n", mode="serial")
+    assert len(sess.history) == 3 and sess.iterations == 5 and sess.status()["iterations"] == 5
+    assert [it.name for it in sess.history] == ["f"] * 3 and sess.history[-1].kind == "compile"

@@ -59,8 +59,9 @@ class HistoryPlot:
         """Redraw from the session's history."""
         history = list(self.session.history)
         start = max(0, len(history) - self.max_points)
+        first = max(0, getattr(self.session, "iterations", 0) - len(history))  # iterations the history let go
         series = {RESIDENT: ([], [], [], []), COLD: ([], [], [], [])}
-        for i, it in enumerate(history[start:], start=start + 1):
+        for i, it in enumerate(history[start:], start=first + start + 1):
             x, y, text, symbol = series[COLD if is_cold(it) else RESIDENT]
             x.append(i)
             y.append(max(1e-6, sum(it.seconds.values()) * 1e3))  # log axis: no zeros
