@@ -182,6 +182,22 @@ def message(ident: str, **fields) -> str:
     return DIAGNOSTICS[ident].message(**fields)
 
 
+class Reported:
+    """For a finding with a diagnostic `id` and its `fields` (the lexer's and the token rules' errors): its
+    kind and its message, from the table."""
+
+    id: str
+    fields: dict
+
+    @property
+    def kind(self) -> str:
+        return DIAGNOSTICS[self.id].kind
+
+    @property
+    def message(self) -> str:
+        return message(self.id, **self.fields)
+
+
 def error(ident: str, line: int, col: int, source: str | None = None, **fields) -> CompileError:
     """The CompileError of diagnostic `ident` at 1-based (line, col), its message filled in from `fields`."""
     d = DIAGNOSTICS[ident]

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from . import spec
-from .diagnostics import DIAGNOSTICS, message
+from .diagnostics import Reported
 
 _DIGITS = r"[0-9](?:_?[0-9])*"
 _POINT_FLOAT = rf"(?:(?:{_DIGITS})?\.{_DIGITS}|{_DIGITS}\.)"
@@ -49,19 +49,11 @@ class Token:
 
 
 @dataclass
-class LexError:
+class LexError(Reported):
     id: str  # a diagnostic id (lang/diagnostics.py)
     line: int
     col: int
     fields: dict = field(default_factory=dict)
-
-    @property
-    def kind(self) -> str:
-        return DIAGNOSTICS[self.id].kind
-
-    @property
-    def message(self) -> str:
-        return message(self.id, **self.fields)
 
 
 def normalize_newlines(source: str) -> str:

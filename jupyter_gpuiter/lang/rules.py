@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import spec
-from .diagnostics import DIAGNOSTICS, ORDER, message
+from .diagnostics import ORDER, Reported
 from .errors import KIND_CODES
 from .lexer import Token
 
@@ -21,7 +21,7 @@ PREFIX_OPS = {"-", "+", "not"}
 
 
 @dataclass(order=True)
-class RuleError:
+class RuleError(Reported):
     line: int
     col: int
     priority: int
@@ -32,14 +32,6 @@ class RuleError:
 
     def __post_init__(self):
         self.code, self.order = KIND_CODES[self.kind], ORDER[self.id]
-
-    @property
-    def kind(self) -> str:
-        return DIAGNOSTICS[self.id].kind
-
-    @property
-    def message(self) -> str:
-        return message(self.id, **self.fields)
 
 
 @dataclass
