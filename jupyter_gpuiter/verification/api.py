@@ -5,9 +5,10 @@ it). Inputs come from an InputPool (generated on the device, seeded, reused acro
 reference's outputs on a pool are computed once, rounded to the kernel dtype and kept in a
 `ReferenceOutputs` cache; candidates run through the fused tile evaluator (runtime/fused.py), which
 compares as it goes and stops a candidate at its first failing tile, so only per-candidate scalars
-exist. On a CUDA device the batched torch-op VM and compare.py run instead (a fused GPU kernel is not
-built yet), over blocks of candidates and chunks of inputs, counting like the fused evaluator (up to each
-candidate's first failing tile). Memory is bounded by the pool: the reference runs on chunks of inputs,
+exist; candidates that compiled to the same program run once. On a CUDA device the same interpreter runs as
+a CUDA kernel (runtime/fused_cuda.py, when CuPy and NVRTC are there; not yet run on a GPU), else the batched
+torch-op VM and compare.py, over blocks of candidates and chunks of inputs, counting like the fused evaluator
+(up to each candidate's first failing tile). Memory is bounded by the pool: the reference runs on chunks of inputs,
 its rounded outputs take one value per input, and everything else is per chunk. A counterexample is the
 first failing input, shrunk on demand (when it is first read) toward simple values inside the domain
 where the reference is defined.
