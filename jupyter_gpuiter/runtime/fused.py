@@ -677,8 +677,8 @@ _POOL_LOCK = threading.Lock()
 
 
 #: below this many register-element updates (instructions x inputs) a call runs in the calling thread alone:
-#: waking the pool's threads costs more than it saves (one edit of a 26-instruction kernel on 6,905 inputs
-#: is 180k updates, 0.14 ms on one core; split over two threads it took 0.28-0.35 ms)
+#: waking the pool's threads and merging their lanes costs more than it saves (one edit of a 26-instruction
+#: kernel on 6,905 inputs is 180k updates; split over two threads it ran about twice as long)
 INLINE_WORK = 1 << 20
 
 

@@ -404,12 +404,17 @@ class _Counts:
 
 
 def _compare_fused(arrays, x: torch.Tensor, want, dtype, rtol, atol, progress) -> fused.Comparison:
-    """The fused evaluator over every distinct candidate, BLOCK inputs at a time (CHUNK with a progress bar
-    on one candidate); a candidate stops at its first failing tile, so a block goes to the candidates still
-    running only, and it ends when none is."""
-    arrays, copies = arrays.unique()  # a program many candidates compiled to runs once
-    if copies is not None:
-        return _compare_fused(arrays, x, want, dtype, rtol, atol, progress).take(copies)
+    """The fused evaluator's comparison of every candidate: a program many candidates compiled to runs once,
+    its comparison copied to each."""
+    distinct, copies = arrays.unique()
+    cmp = _fused_passes(distinct, x, want, dtype, rtol, atol, progress)
+    return cmp if copies is None else cmp.take(copies)
+
+
+def _fused_passes(arrays, x: torch.Tensor, want, dtype, rtol, atol, progress) -> fused.Comparison:
+    """The fused evaluator over the programs, BLOCK inputs at a time (CHUNK with a progress bar on one
+    program); a program stops at its first failing tile, so a block goes to the programs still running
+    only, and it ends when none is."""
     n = x.shape[1]
     step = CHUNK if progress is not None and len(arrays) == 1 else BLOCK  # multiples of fused.TILE
     if n <= step:  # one pass: nothing to merge
