@@ -21,6 +21,7 @@ All must agree on which candidates pass.
 from __future__ import annotations
 
 import math
+import statistics
 import time
 
 import numpy as np
@@ -112,9 +113,13 @@ def run(device=None, n_candidates: int = 1000, tests: int | None = None, repeats
     want = torch.as_tensor(reference(x[0].double().cpu().numpy(), x[1].double().cpu().numpy()), device=dev)
     rounds = iter(range(10**9))
 
+    splits: dict[str, list[dict]] = {"batch": [], "edit": []}  # gpuiter's time per phase (the Session's iterations)
+
     def gpuiter_batch():
         sources, _ = candidates(n_candidates, f"batch-{next(rounds)}")
-        return [v.passed for v in sess.verify_batch(sources, reference, **options)]
+        passed = [v.passed for v in sess.verify_batch(sources, reference, **options)]
+        splits["batch"].append(sess.history[-1].seconds)
+        return passed
 
     def eager_batch():
         sources, _ = candidates(n_candidates, "eager")
@@ -138,6 +143,7 @@ def run(device=None, n_candidates: int = 1000, tests: int | None = None, repeats
     def gpuiter_edit():
         source, good = next(edit_iter)
         assert sess.verify(source, reference, **options).passed == good
+        splits["edit"].append(sess.history[-1].seconds)
         return good
 
     def eager_edit():
@@ -173,7 +179,9 @@ def run(device=None, n_candidates: int = 1000, tests: int | None = None, repeats
               "ratio_gpuiter_vs_torch_eager": rate["gpuiter"] / rate["torch_eager"],
               "ratio_gpuiter_vs_torch_op_vm": rate["gpuiter"] / rate["torch_op_vm"],
               "edit_ms": {k: v[0] * 1e3 for k, v in edit.items()},
-              "edit_ratio_gpuiter_vs_torch_eager": edit["gpuiter"][0] / edit["torch_eager"][0]}
+              "edit_ratio_gpuiter_vs_torch_eager": edit["gpuiter"][0] / edit["torch_eager"][0],
+              "gpuiter_phase_ms": {what: {phase: 1e3 * statistics.median(t[phase] for t in times) for phase in times[-1]}
+                                   for what, times in splits.items()}}
     print(f"gpuiter bench loop: {n_candidates:,} candidates x {n:,} tests of a two-argument kernel, device {dev}")
     for k, r in report["candidates_per_s"].items():
         print(f"  {k:16s} {r:12,.0f} candidates/s")
@@ -181,6 +189,8 @@ def run(device=None, n_candidates: int = 1000, tests: int | None = None, repeats
           f"{report['ratio_gpuiter_vs_torch_op_vm']:.2f}x the torch-op VM path")
     print(f"  one edit: gpuiter {report['edit_ms']['gpuiter']:.3f} ms, torch eager "
           f"{report['edit_ms']['torch_eager']:.3f} ms ({report['edit_ratio_gpuiter_vs_torch_eager']:.2f}x its time)")
+    for what, phases in report["gpuiter_phase_ms"].items():
+        print(f"  gpuiter's {what} by phase (median ms): " + ", ".join(f"{k} {v:.3f}" for k, v in phases.items()))
     if json_path:
         print(f"  wrote {write_json(report, json_path)}")
     return report

@@ -15,6 +15,9 @@ def test_loop_suite_times_every_path_and_checks_their_verdicts(tmp_path):
     assert set(saved["candidates_per_s"]) >= {"gpuiter", "torch_eager", "torch_op_vm", "numba_vectorize"}
     assert all(v > 0 for v in report["candidates_per_s"].values())
     assert report["edit_ms"]["gpuiter"] > 0 and report["edit_ms"]["torch_eager"] > 0
+    phases = report["gpuiter_phase_ms"]  # the Session's own split of its time
+    assert set(phases["batch"]) == {"compile", "verify"} and {"compile", "execute_and_compare"} <= set(phases["edit"])
+    assert all(v > 0 for split in phases.values() for v in split.values())
 
 
 def test_the_loop_candidates_are_three_correct_in_four():
