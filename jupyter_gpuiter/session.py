@@ -117,7 +117,9 @@ class Session:
         self.pool = InputPool(self.device)
         self.outputs = ReferenceOutputs()
         # the latest iterations (a loop of a million edits must not keep a million Verdicts); `iterations`
-        # counts them all
+        # counts them all. At least one: a verify reads its compile's entry back.
+        if isinstance(history_size, bool) or not isinstance(history_size, int) or history_size < 1:
+            raise ValueError(f"history_size must be a whole number of iterations, at least 1, got {history_size!r}")
         self.history: deque[Iteration] = deque(maxlen=history_size)
         self.iterations = 0
         self._programs: OrderedDict[tuple, tuple[Program, str]] = OrderedDict()

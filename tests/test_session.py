@@ -326,3 +326,8 @@ def test_history_keeps_the_latest_iterations_and_counts_them_all():
         sess.compile(f"def f(x):\n    return x + {c}\n", mode="serial")
     assert len(sess.history) == 3 and sess.iterations == 5 and sess.status()["iterations"] == 5
     assert [it.name for it in sess.history] == ["f"] * 3 and sess.history[-1].kind == "compile"
+    one = gi.Session("cpu", history_size=1)
+    assert one.verify("def f(x):\n    return x + 1\n", "def f(x):\n    return x + 1\n", tests=50).passed
+    for bad in (0, -1, 2.5, True, None):
+        with pytest.raises(ValueError, match="history_size"):
+            gi.Session("cpu", history_size=bad)
