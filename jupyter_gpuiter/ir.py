@@ -16,6 +16,7 @@ ret %2
 from __future__ import annotations
 
 import gc
+import hashlib
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -95,6 +96,10 @@ class Program:
             detail = format_imm(op, imm, i) if op in ("param", "const", "bool") else operands
             out.append(f"%{i} = {op} {detail}")
         return "\n".join(out)
+
+    def digest(self) -> str:
+        """SHA-256 of the canonical text: what identifies the program (e.g. as a reference in a cache)."""
+        return hashlib.sha256(self.text().encode()).hexdigest()
 
     def types(self) -> list[bool]:
         """Per instruction: True where the value is a bool (bools act as 0/1 in arithmetic)."""

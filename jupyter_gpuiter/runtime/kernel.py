@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
 
 import numpy as np
@@ -48,7 +47,7 @@ class Kernel:
     def digest(self) -> str:
         """SHA-256 of the program's canonical text: what identifies it as a reference (computed once)."""
         if self._digest is None:
-            self._digest = hashlib.sha256(self.program.text().encode()).hexdigest()
+            self._digest = self.program.digest()
         return self._digest
 
     @property

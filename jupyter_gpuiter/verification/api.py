@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import inspect
 import math
 import numbers
@@ -128,7 +127,7 @@ class Reference:
                 self.arrays, digest = reference.arrays, reference.digest
             else:
                 self.arrays = fused.ProgramArrays.from_programs([prog])
-                digest = hashlib.sha256(prog.text().encode()).hexdigest()
+                digest = prog.digest()
             self.fn = None
             self.key = ("program", digest, self.program_dtype)
             return
