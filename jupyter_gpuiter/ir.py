@@ -109,7 +109,7 @@ class Program:
                 is_bool.append(is_bool[a] and is_bool[b])
             elif op == "select":
                 is_bool.append(is_bool[b] and is_bool[c])
-            elif op == "ret":
+            elif op in ("ret", "amax", "amin"):
                 is_bool.append(is_bool[a])
             else:
                 is_bool.append(spec.IR_OP_BY_NAME[op].returns_bool)
@@ -117,6 +117,29 @@ class Program:
 
     def returns_bool(self) -> bool:
         return self.types()[-1]
+
+    @property
+    def reduces(self) -> bool:
+        """Whether this is a row kernel: it has a reduction (docs/language.md, "Row kernels")."""
+        return any(op in spec.REDUCTION_OPS for op in self.ops)
+
+    def per_row(self) -> list[bool]:
+        """Per instruction: True where the value is the same along the row (a reduction's result, a
+        literal, or computed from per-row values only), False where it varies per element (parameters
+        and what depends on them outside a reduction)."""
+        row: list[bool] = []
+        for op, args in zip(self.ops, self.args):
+            if op == "param":
+                row.append(False)
+            elif spec.IR_OP_BY_NAME[op].reduction:
+                row.append(True)
+            else:
+                row.append(all(row[a] for a in args[: spec.IR_OP_BY_NAME[op].nargs]))
+        return row
+
+    def returns_per_row(self) -> bool:
+        """A row kernel whose result is per row: one value a row (shape without the last axis)."""
+        return self.reduces and self.per_row()[-1]
 
     @property
     def n_nodes(self) -> int:

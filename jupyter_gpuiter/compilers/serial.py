@@ -167,6 +167,8 @@ class _Walker:
         lo, hi = builtin.arity
         if not lo <= len(args) <= hi:
             return self.error(node, depth, 0, "arity", **arity_fields(name, len(args)))
+        if len(args) == 1 and name in spec.REDUCTIONS:  # sum, mean, one-argument max/min: over the row
+            return self.emit(spec.REDUCTIONS[name], args[0])
         if lo != hi:  # variadic min/max: fold left after the arguments
             acc = args[0]
             for a in args[1:]:
@@ -243,7 +245,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 def arity_fields(name: str, got: int) -> dict:
     """The fields of an `arity` error: builtin `name` called with `got` arguments."""
     lo, hi = spec.BUILTINS[name].arity
-    return {"name": name, "expected": str(lo) if lo == hi else f"{lo} to {hi}", "got": got}
+    expected = f"{lo} argument" if lo == hi == 1 else f"{lo} arguments" if lo == hi else f"{lo} to {hi} arguments"
+    return {"name": name, "expected": expected, "got": got}
 
 
 def parser_message(source: str) -> str:

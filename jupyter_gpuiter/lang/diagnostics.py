@@ -144,7 +144,7 @@ _TABLE = [
     _D("variable_called", "type", "'{name}' is a variable here, not a function", "names"),
     _D("constant_called", "type", "'{name}' is a constant, not a function", "names"),
     _D("unknown_function", "unknown-function", "'{name}' is not a builtin function", "names"),
-    _D("arity", "arity", "{name}() takes {expected} arguments, got {got}", "names"),
+    _D("arity", "arity", "{name}() takes {expected}, got {got}", "names"),
     _D("chained_comparison", "unsupported", "chained comparisons are not supported: use `and`", "names"),
     _D("tuple", "unsupported", "tuples are not supported", "names"),
     _D("unknown_name_augmented", "unknown-name", "name '{name}' is not defined before +=", "names"),

@@ -93,12 +93,17 @@ def _b(name, arity=1, ir_op=None, returns_bool=False):
 
 
 BUILTINS = {b.name: b for b in [
-    _b("abs"), _b("min", (2, 8)), _b("max", (2, 8)), _b("sqrt"), _b("exp"), _b("expm1"), _b("log"),
+    _b("abs"), _b("min", (1, 8)), _b("max", (1, 8)), _b("sqrt"), _b("exp"), _b("expm1"), _b("log"),
     _b("log1p"), _b("log2"), _b("log10"), _b("sin"), _b("cos"), _b("tan"), _b("asin"), _b("acos"),
     _b("atan"), _b("atan2", 2), _b("sinh"), _b("cosh"), _b("tanh"), _b("erf"), _b("floor"), _b("ceil"),
     _b("pow", 2, "pow"), _b("where", 3, "select"), _b("clip", 3), _b("sigmoid"), _b("copysign", 2),
     _b("hypot", 2), _b("isnan", 1, returns_bool=True), _b("isinf", 1, returns_bool=True), _b("float"),
+    _b("sum", 1), _b("mean", 1),
 ]}
+
+#: Reductions over the row (the last axis): builtin called with one argument -> IR op. One-argument
+#: `max`/`min` reduce (Python's `max(iterable)`); with two or more they stay elementwise folds.
+REDUCTIONS = {"sum": "sum", "mean": "mean", "max": "amax", "min": "amin"}
 
 CONSTANTS = {"pi": math.pi, "e": math.e, "inf": math.inf, "nan": math.nan}
 NAMESPACES = ("math", "np")
@@ -109,6 +114,7 @@ class IROp:
     name: str
     nargs: int
     returns_bool: bool = False
+    reduction: bool = False  # reduces its operand over the row; the result is per row
 
 
 # The IR instruction set: every op the compilers emit and the VM/renderers execute.
@@ -121,6 +127,11 @@ IR_OPS = [
     IROp("eq", 2, True), IROp("ne", 2, True),
     IROp("and", 2), IROp("or", 2), IROp("select", 3),
 ] + [IROp(b.ir_op, b.arity[0] if b.arity[0] == b.arity[1] else 2, b.returns_bool)
-     for b in BUILTINS.values() if b.ir_op not in ("pow", "select")]
+     for b in BUILTINS.values() if b.ir_op not in ("pow", "select") and b.name not in ("sum", "mean")] + [
+    # last, so the elementwise ops keep their indices
+    IROp("sum", 1, reduction=True), IROp("mean", 1, reduction=True),
+    IROp("amax", 1, reduction=True), IROp("amin", 1, reduction=True),
+]
 IR_OP_INDEX = {op.name: i for i, op in enumerate(IR_OPS)}
 IR_OP_BY_NAME = {op.name: op for op in IR_OPS}
+REDUCTION_OPS = tuple(op.name for op in IR_OPS if op.reduction)

@@ -1,5 +1,9 @@
 """The reference evaluator: runs a Program on NumPy arrays, op by op. Ground truth for the VM.
 
+A row kernel (one with a reduction) runs on the inputs broadcast together, the last axis being the
+row; every register has that full shape (a per-row value is broadcast along the row) and reductions
+accumulate in float64 and round once to the kernel dtype (docs/language.md, "Row kernels").
+
 Values are arrays of the kernel dtype; bools are 0/1 in that dtype (as Python's True + 1 == 2) and
 the result is converted to bool only when the program returns a bool. Semantics are the scalar
 Python function's, with IEEE results where Python would raise (x/0 -> inf or nan, like NumPy).
@@ -57,13 +61,36 @@ NUMPY_OPS = {
 }
 
 
+#: reduction IR op -> its float64 NumPy reduction over the last axis (kept as an axis of length 1)
+REDUCE_OPS = {
+    "sum": lambda a: np.sum(a, axis=-1, dtype=np.float64, keepdims=True),
+    "mean": lambda a: np.mean(a, axis=-1, dtype=np.float64, keepdims=True),
+    "amax": lambda a: np.max(a, axis=-1, keepdims=True),
+    "amin": lambda a: np.min(a, axis=-1, keepdims=True),
+}
+
+
+def check_rows(name: str, shape: tuple) -> None:
+    """A row kernel needs a non-empty last axis (the row): ValueError otherwise."""
+    if len(shape) == 0:
+        raise ValueError(f"{name}() is a row kernel (it reduces over the last axis): give it at least one "
+                         "array argument, got only scalars")
+    if shape[-1] == 0:
+        raise ValueError(f"{name}() is a row kernel: its rows (the last axis of the broadcast shape "
+                         f"{tuple(shape)}) must not be empty")
+
+
 def evaluate(program: Program, inputs: list, dtype="float32") -> np.ndarray:
-    """Run `program` elementwise over `inputs` (one array-like per parameter, broadcast together)."""
+    """Run `program` over `inputs` (one array-like per parameter, broadcast together): elementwise, or
+    row by row along the last axis for a row kernel (the result then drops that axis when it is per
+    row)."""
     dt = np.dtype(dtype)
     if len(inputs) != program.n_params:
         raise TypeError(f"{program.name}() takes {program.n_params} arguments, got {len(inputs)}")
     arrays = np.broadcast_arrays(*[np.asarray(x, dtype=dt) for x in inputs]) if inputs else []
     shape = arrays[0].shape if arrays else ()
+    if program.reduces:
+        check_rows(program.name, shape)
     regs: list[np.ndarray] = []
     with np.errstate(all="ignore"):
         for op, (a, b, c), imm in zip(program.ops, program.args, program.imms):
@@ -72,8 +99,10 @@ def evaluate(program: Program, inputs: list, dtype="float32") -> np.ndarray:
             elif op in ("const", "bool"):
                 regs.append(np.full(shape, imm, dtype=dt))
             elif op == "ret":
-                out = regs[a]
+                out = regs[a][..., 0] if program.returns_per_row() else regs[a]
                 return out.astype(bool) if program.returns_bool() else out.astype(dt)
+            elif op in REDUCE_OPS:
+                regs.append(np.broadcast_to(REDUCE_OPS[op](regs[a]).astype(dt), shape))
             else:
                 operands = [regs[i] for i in (a, b, c)[: IR_OP_BY_NAME[op].nargs]]
                 regs.append(np.asarray(NUMPY_OPS[op](*operands)).astype(dt))

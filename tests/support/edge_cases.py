@@ -31,6 +31,13 @@ VALID = [
     "def f(sin, pi):\n    return sin + pi\n",
     D + "    return x  # é\n",
     D + "    return x\n\n\n# trailing comment\n",
+    # row kernels (docs/language.md, "Row kernels")
+    "def softmax(x):\n    e = exp(x - max(x))\n    return e / sum(e)\n",
+    "def layernorm(x, gamma, beta):\n    mu = mean(x)\n    var = mean((x - mu) ** 2)\n"
+    "    return (x - mu) / sqrt(var + 1e-5) * gamma + beta\n",
+    "def logsumexp(x):\n    m = max(x)\n    return m + log(sum(exp(x - m)))\n",
+    D + "    return np.sum(x * y) + math.mean(x > 0) + np.max(x - np.max(x)) + min(min(y), y, 1)\n",
+    D + "    return sum(2.0) + max(1) + mean(min(x, y))\n",
 ]
 
 INVALID = [
@@ -52,7 +59,9 @@ INVALID = [
     (D + "    return math.foo(x)\n", ("unknown-function", 2, 12)),
     (D + "    return math.foo\n", ("unknown-name", 2, 12)),
     (D + "    return sin(x, y)\n", ("arity", 2, 12)),
-    (D + "    return min(x)\n", ("arity", 2, 12)),
+    (D + "    return min()\n", ("arity", 2, 12)),
+    (D + "    return sum(x, y)\n", ("arity", 2, 12)),
+    (D + "    return x + np.mean()\n", ("arity", 2, 16)),
     (D + "    return x + atan2(x)\n", ("arity", 2, 16)),
     (D + "    return sin\n", ("type", 2, 12)),
     (D + "    return x(y)\n", ("type", 2, 12)),
