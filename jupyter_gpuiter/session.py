@@ -43,7 +43,7 @@ _log = logging.getLogger(__name__)
 #: the mode every compile and verify uses unless told otherwise (the registry's, compilers.DEFAULT_MODE)
 DEFAULT_MODE = compilers.DEFAULT_MODE
 #: the options Session.verify and verify_batch take besides `mode` (and verify's `name`)
-VERIFY_OPTIONS = ("tests", "delta", "dtype", "domain", "seed", "exhaustive", "rtol", "atol", "progress")
+VERIFY_OPTIONS = ("tests", "delta", "dtype", "domain", "seed", "exhaustive", "rtol", "atol", "progress", "row_lengths")
 
 
 @dataclass(frozen=True)
@@ -420,11 +420,13 @@ def compile_batch(sources: Sequence[str], mode: str = DEFAULT_MODE, device=None,
 
 def verify(candidate, reference, *, tests: int | None = None, delta: float = 1e-3, dtype: str = "float32",
            domain=None, seed: int = 0, exhaustive: bool = False, rtol: float | None = None,
-           atol: float | None = None, mode: str = DEFAULT_MODE) -> Verdict:
+           atol: float | None = None, mode: str = DEFAULT_MODE, row_lengths=None) -> Verdict:
     """Verify a candidate (source or Kernel) against a reference (source, Kernel or a callable on NumPy
-    arrays) on the current Session's device (docs/verification.md). `mode` compiles a source candidate."""
+    arrays) on the current Session's device (docs/verification.md). `mode` compiles a source candidate. Row
+    kernels are checked on pools of rows of `row_lengths` elements (default pools.DEFAULT_ROW_LENGTHS);
+    `tests` then counts rows."""
     return current_session().verify(candidate, reference, tests=tests, delta=delta, dtype=dtype, domain=domain, seed=seed,
-                            exhaustive=exhaustive, rtol=rtol, atol=atol, mode=mode)
+                            exhaustive=exhaustive, rtol=rtol, atol=atol, mode=mode, row_lengths=row_lengths)
 
 
 def verify_batch(candidates: Sequence, reference, **options) -> list[Verdict]:

@@ -34,9 +34,10 @@ from ..ir import Program, ProgramBatch
 from ..lang.errors import CompileError
 from ..runtime import fused, fused_cuda, vm
 from ..runtime.kernel import DTYPES, Kernel
+from ..runtime.reference import evaluate as host_evaluate
 from .compare import compare, default_tolerances, trivial_reference
 from .confidence import as_count, epsilon_bound, per_candidate_delta, tests_needed
-from .pools import Domain, as_domain, domain_edges, exhaustive_inputs, parse_domains
+from .pools import Domain, as_domain, as_row_lengths, domain_edges, exhaustive_inputs, parse_domains
 from .shrink import shrink
 from .verdict import Counterexample, Verdict
 
@@ -168,6 +169,44 @@ class Reference:
         return out.astype(np.float64)
 
 
+    def rows(self, arrays: list[np.ndarray], fused_rows: bool = False) -> tuple[np.ndarray, bool | None]:
+        """Outputs on rows (one array [R, n] per parameter, holding values of the kernel dtype) as float64,
+        unrounded: [R, n] (per element) or [R] (per row), and whether they are per row (None when a callable's
+        answer on rows of one element cannot tell). A program runs in the reference evaluator
+        (runtime/reference.py; bfloat16 in float32, as that evaluator computes it), or with `fused_rows` in
+        the fused evaluator (as the candidates run there: the same program gives the same values); a
+        callable receives the rows as float64 arrays."""
+        r, n = arrays[0].shape
+        if self.program is not None:
+            per_row = self.program.returns_per_row()
+            if fused_rows:
+                xs = np.stack([a.reshape(-1) for a in arrays]) if arrays else np.empty((0, r * n))
+                out = fused.evaluate(self.arrays, fused.as_registers(xs, self.program_dtype), self.program_dtype,
+                                     row=n)[0].astype(np.float64).reshape(r, n)
+                return (out[:, 0] if per_row else out), per_row
+            dt = "float32" if self.program_dtype == "bfloat16" else self.program_dtype
+            out = host_evaluate(self.program, [a.astype(dt) for a in arrays], dt)
+            return out.astype(np.float64), per_row
+        with np.errstate(all="ignore"):
+            out = self.fn(*[np.asarray(a, dtype=np.float64) for a in arrays])
+        if out is None:
+            raise ValueError(f"the reference returned None; on rows it must return an array of shape ({r}, {n}) "
+                             f"(one value per element) or ({r},) (one per row)")
+        out = np.asarray(out)
+        if out.dtype.kind == "c":
+            raise ValueError(f"the reference returned complex values ({out.dtype}); it must return real numbers")
+        if out.dtype.kind not in "biuf":
+            raise ValueError(f"the reference returned {out.dtype} values; it must return numbers or bools")
+        if out.shape == ():
+            return np.full(r, out, dtype=np.float64), None
+        if out.shape == (r, n):
+            return out.astype(np.float64), None if n == 1 else False
+        if out.shape in ((r,), (r, 1)):
+            return out.reshape(r).astype(np.float64), None if n == 1 else True
+        raise ValueError(f"the reference returned shape {out.shape} for {r} rows of {n} elements; expected ({r}, {n}) "
+                         f"(one value per element) or ({r},) (one value per row)")
+
+
 def _host_inputs(x: torch.Tensor, dtype: str) -> np.ndarray:
     """Inputs [P, n] as NumPy holding exactly the kernel dtype's values (bfloat16 as float32)."""
     x = x.detach().cpu()
@@ -232,6 +271,36 @@ class ReferenceOutputs:
             trivial[(rtol, atol)] = trivial_reference(torch.from_numpy(want), rtol=rtol, atol=atol, dtype=dtype)
         return want, trivial[(rtol, atol)]
 
+    def get_rows(self, ref: Reference, groups: list[tuple[int, torch.Tensor]], dtype: str, rtol: float | None = None,
+                 atol: float | None = None) -> tuple[RowOutputs, str | None]:
+        """The reference on pools of rows: `groups` is [(row length n, inputs [P, R*n])], in order; (outputs,
+        why trivial or None), the triviality judged over every group's outputs together (one value a row
+        when they are per row)."""
+        key = (ref.key, "rows", tuple((n, id(x)) for n, x in groups), dtype)
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None and hit[2]() is not None:
+                self._cache.move_to_end(key)
+                self.hits += 1
+                outs = hit[0]
+            else:
+                hit = None
+        if hit is None:
+            outs = _row_outputs(ref, groups, dtype)
+            alive = _AllAlive([x for _, x in groups])
+            with self._lock:
+                self.misses += 1
+                for k in [k for k, v in self._cache.items() if v[2]() is None]:
+                    del self._cache[k]
+                if outs.nbytes <= self.max_bytes:
+                    self._cache[key] = (outs, outs.trivial, alive, ref.fn or ref.key)
+                    while sum(v[0].nbytes for v in self._cache.values()) > self.max_bytes:
+                        self._cache.popitem(last=False)
+        if (rtol, atol) not in outs.trivial:
+            values = np.concatenate([w[::n] if outs.per_row else w for (n, _), w in zip(groups, outs.wants)])
+            outs.trivial[(rtol, atol)] = trivial_reference(torch.from_numpy(values), rtol=rtol, atol=atol, dtype=dtype)
+        return outs, outs.trivial[(rtol, atol)]
+
     def clear(self) -> None:
         with self._lock:
             self._cache.clear()
@@ -240,9 +309,60 @@ class ReferenceOutputs:
         return len(self._cache)
 
 
+@dataclasses.dataclass
+class RowOutputs:
+    """The reference's outputs on pools of rows: per group, [R*n] values rounded to the kernel dtype (register
+    dtype), one per element (a per-row output repeated along its row, as the evaluators compare); whether
+    they are per row (None: a callable whose rows were all of one element); the triviality per tolerances."""
+
+    wants: list[np.ndarray]
+    per_row: bool | None
+    trivial: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(w.nbytes for w in self.wants)
+
+
+class _AllAlive:
+    """A weak reference to several tensors: the first while all are alive, else None."""
+
+    def __init__(self, tensors: list[torch.Tensor]):
+        self.refs = [weakref.ref(t) for t in tensors]
+
+    def __call__(self):
+        tensors = [r() for r in self.refs]
+        return None if any(t is None for t in tensors) else tensors[0]
+
+
+def _row_outputs(ref: Reference, groups: list[tuple[int, torch.Tensor]], dtype: str) -> RowOutputs:
+    """Run the reference over each group's rows (in chunks of about REFERENCE_CHUNK elements); a program in
+    the fused evaluator where it takes rows (as the candidates run), else in the reference evaluator."""
+    fused_rows = ref.program is not None and "row" in inspect.signature(fused.evaluate).parameters
+    wants, kinds = [], {}
+    for n, x in groups:
+        r = x.shape[1] // n
+        want = np.empty(r * n, dtype=fused.REGISTER_DTYPE[dtype])
+        step = max(1, REFERENCE_CHUNK // n)
+        for lo in range(0, r, step):
+            hi = min(r, lo + step)
+            part = x[:, lo * n:hi * n]
+            host = _host_inputs(part, dtype).astype(np.float64).reshape(x.shape[0], hi - lo, n)
+            out, per_row = ref.rows(list(host), fused_rows)
+            if per_row is not None:
+                kinds.setdefault(per_row, n)
+            rounded = _round_to(out, dtype)
+            want[lo * n:hi * n] = (np.repeat(rounded, n) if out.ndim == 1 else rounded.reshape(-1))
+        wants.append(want)
+    if len(kinds) > 1:
+        raise ValueError(f"the reference returned one value per row for rows of {kinds[True]} elements but one per "
+                         f"element for rows of {kinds[False]}; it must do one or the other")
+    return RowOutputs(wants, next(iter(kinds), None))
+
+
 # --- checks on the options --------------------------------------------------------------------------
 
-def _check_options(dtype: str, delta: float, tests, exhaustive: bool, seed) -> None:
+def _check_options(dtype: str, delta: float, tests, exhaustive: bool, seed, row_lengths=None) -> None:
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     if isinstance(delta, bool) or not isinstance(delta, numbers.Real) or not 0 < delta < 1:
@@ -255,6 +375,11 @@ def _check_options(dtype: str, delta: float, tests, exhaustive: bool, seed) -> N
         as_count("tests", tests, minimum=1)
         if exhaustive:
             raise ValueError("exhaustive=True checks every input of the dtype: leave tests unset")
+    if row_lengths is not None:
+        as_row_lengths(row_lengths)
+        if exhaustive:
+            raise ValueError("exhaustive=True checks every value of one 16-bit parameter; row_lengths asks for "
+                             "pools of rows: use one or the other")
 
 
 def _tolerance(name: str, value, default: float) -> float:
@@ -266,9 +391,9 @@ def _tolerance(name: str, value, default: float) -> float:
 
 
 def check_options(dtype: str = "float32", delta: float = 1e-3, tests=None, exhaustive: bool = False, seed=0,
-                  rtol=None, atol=None) -> None:
+                  rtol=None, atol=None, row_lengths=None) -> None:
     """ValueError for an option verify_programs would refuse: what a caller checks before compiling."""
-    _check_options(dtype, delta, tests, exhaustive, seed)
+    _check_options(dtype, delta, tests, exhaustive, seed, row_lengths)
     _tolerance("rtol", rtol, 0.0)
     _tolerance("atol", atol, 0.0)
 
@@ -299,14 +424,16 @@ def verify_programs(results: Sequence, reference, pool, *, tests: int | None = N
                     dtype: str = "float32", domain=None, seed: int = 0, exhaustive: bool = False,
                     rtol: float | None = None, atol: float | None = None, batch: ProgramBatch | None = None,
                     outputs: ReferenceOutputs | None = None, progress=None,
-                    compiler: list[str] | None = None) -> list[Verdict]:
+                    compiler: list[str] | None = None, row_lengths=None) -> list[Verdict]:
     """Verify compiled candidates (Programs, Kernels or CompileErrors) against a reference on the same
     inputs, in one pass. `batch`, when given, is the same candidates already packed (row i = results[i]).
     With k candidates each bound uses delta/k. `outputs` caches the reference's outputs across calls;
     `progress(done, total)` is called as inputs are checked (one candidate only); `compiler` names the
-    compiler that produced each candidate (shown in its Verdict)."""
+    compiler that produced each candidate (shown in its Verdict). Row kernels (a reference or a candidate
+    with a reduction, or `row_lengths` given) are checked on pools of rows (verification/rows.py): `tests`
+    then counts rows."""
     t0 = time.perf_counter()
-    _check_options(dtype, delta, tests, exhaustive, seed)
+    _check_options(dtype, delta, tests, exhaustive, seed, row_lengths)
     d_rtol, d_atol = default_tolerances(dtype)
     rtol, atol = _tolerance("rtol", rtol, d_rtol), _tolerance("atol", atol, d_atol)
     k = max(1, len(results))
@@ -327,6 +454,15 @@ def verify_programs(results: Sequence, reference, pool, *, tests: int | None = N
     names = ok[0].param_names or [f"x{i}" for i in range(n_params)]
     domains = _domains(domain, names)
     ref = Reference(reference, n_params, dtype)
+    if row_lengths is not None or (ref.program is not None and ref.program.reduces) or any(r.reduces for r in ok):
+        from . import rows  # rows.py builds on this module
+
+        if exhaustive:
+            raise ValueError("exhaustive=True checks every value of one 16-bit parameter; a row kernel is checked "
+                             "on pools of rows: leave exhaustive unset")
+        return rows.verify_rows(results, ref, pool, names=names, domains=domains, dtype=dtype, tests=tests,
+                                delta=d_k, seed=int(seed), rtol=rtol, atol=atol, batch=batch, outputs=outputs,
+                                progress=progress, compiler=compiler, row_lengths=row_lengths, t0=t0)
     x = _inputs(pool, n_params, domains, dtype, tests, d_k, seed, exhaustive)
     want, trivial = (outputs if outputs is not None else ReferenceOutputs()).get(ref, x, dtype, rtol, atol)
     t_setup = time.perf_counter()

@@ -320,8 +320,8 @@ def _tests(n: int, noun: str = "test") -> str:
 
 
 def confidence_sentence(passed: bool, n_tests: int, delta: float, exhaustive: bool = False,
-                        domain_size: int | None = None, *, failures: int | None = None) -> str:
-    """One line for a verdict.
+                        domain_size: int | None = None, *, failures: int | None = None, noun: str = "test") -> str:
+    """One line for a verdict; `noun` names a test ("row" for row kernels, where a test is one row).
 
     >>> confidence_sentence(True, 65_536, 1e-3, exhaustive=True)
     'proved over all 65,536 inputs'
@@ -346,11 +346,11 @@ def confidence_sentence(passed: bool, n_tests: int, delta: float, exhaustive: bo
         if n == 0:
             return "no tests run: no bound on the failure rate"
         eps = format_rate(epsilon_bound(n, d))
-        return f"failure rate ≤ {eps} with confidence {_percent(d)}% over {_tests(n)}"
+        return f"failure rate ≤ {eps} with confidence {_percent(d)}% over {_tests(n, noun)}"
     if exhaustive:
         where = f"all {_tests(size, 'input')}" if size is not None else _tests(n, "input")
     else:
-        where = _tests(n)
+        where = _tests(n, noun)
     if not f:  # failed for another reason (e.g. a trivial reference), or the count is unknown
         return f"failed within {where}"
     return f"failed {format_count(f)} of {where}"

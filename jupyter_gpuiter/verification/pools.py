@@ -47,16 +47,21 @@ import torch
 from ..runtime.device import resolve
 
 __all__ = [
+    "DEFAULT_ROW_LENGTHS",
     "FLOAT_DTYPES",
+    "ROW_KINDS",
     "Domain",
     "InputPool",
     "as_domain",
     "as_dtype",
+    "as_row_lengths",
     "exhaustive_inputs",
     "make_inputs",
+    "make_rows",
     "parse_domain",
     "parse_domains",
     "special_values",
+    "split_rows",
 ]
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -434,6 +439,169 @@ def make_inputs(
 
 
 # ---------------------------------------------------------------------------------------------
+# Rows (row kernels: docs/verification.md, "Row kernels")
+
+#: the row lengths a row kernel is checked on unless told otherwise: the shortest rows, lengths around the
+#: powers of two an implementation blocks by (31, 32, 33, 127, 128, 129) and one long row
+DEFAULT_ROW_LENGTHS = (1, 2, 3, 7, 31, 32, 33, 127, 128, 129, 1000)
+#: the longest row a pool holds (a longer one is a clear ValueError, not an allocation)
+MAX_ROW_LENGTH = 1 << 20
+#: the share of a length's rows that are special rows (at least one of each kind while rows allow)
+ROW_SPECIAL_SHARE = 0.125
+#: the kinds of special rows, in the order they are first placed (docs/verification.md, "Row kernels")
+ROW_KINDS = ("constant", "extreme", "edges", "near-constant", "specials")
+#: in a "specials" row, the share of elements replaced by special values
+ROW_SPECIALS_DENSITY = 0.25
+
+
+def as_row_lengths(value) -> tuple[int, ...]:
+    """Row lengths as a sorted tuple without repeats: None gives DEFAULT_ROW_LENGTHS; a whole number or an
+    iterable of whole numbers >= 1 (ValueError naming the bad entry otherwise: 0, negatives, non-integers,
+    bools, an empty list)."""
+    if value is None:
+        return DEFAULT_ROW_LENGTHS
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        value = [value]
+    lengths = []
+    for v in value:
+        if isinstance(v, bool) or not hasattr(v, "__index__"):
+            raise ValueError(f"row_lengths must be whole numbers of elements (>= 1), got {v!r}")
+        n = int(v.__index__())
+        if n < 1:
+            raise ValueError(f"row_lengths must be >= 1 (a row has at least one element), got {n}")
+        if n > MAX_ROW_LENGTH:
+            raise ValueError(f"row_lengths must be at most {MAX_ROW_LENGTH:,} elements, got {n:,}")
+        lengths.append(n)
+    if not lengths:
+        raise ValueError("row_lengths must name at least one row length, got an empty list")
+    return tuple(sorted(set(lengths)))
+
+
+def split_rows(tests: int, lengths) -> list[int]:
+    """Rows per length for `tests` rows: an equal share each, the remainder one each to the shortest lengths
+    (so a length may get no row when tests < len(lengths))."""
+    k = len(lengths)
+    return [tests // k + (i < tests % k) for i in range(k)]
+
+
+def _row_seed(seed: int, length: int) -> int:
+    """The seed of one length's rows: each length's pool is independent of the others."""
+    return _mix_seed(seed, (1 << 40) + int(length))
+
+
+def _pick(values: torch.Tensor, count: int, g: torch.Generator) -> torch.Tensor:
+    """count values drawn uniformly (with replacement) from the 1-D tensor `values`."""
+    i = torch.randint(0, values.numel(), (count,), generator=g, device=values.device)
+    return values[i]
+
+
+def _special_rows(x, kinds, dt, work, domain, g, dev):
+    """Overwrite rows of x [R, n] (their kinds given per row, indices into ROW_KINDS) with special rows.
+
+    constant: every element one value (the row's first sample, a domain edge or a finite special inside);
+    extreme: ordinary values (the middle tenth of the domain; [-10, 10] without one) and one extreme value
+    (a domain edge; without a domain ±largest finite, ±1e4 or ±100) at a random position; edges: each
+    element one of the two edges (±largest finite without a domain); near-constant: one value (an edge or
+    the row's first sample) plus relative noise of 2^-10, clamped to the domain; specials: a quarter of
+    the elements replaced by special values inside the domain (the full special set without one)."""
+    n = x.shape[1]
+    fmax = torch.finfo(dt).max
+    if domain is None:
+        lo, hi = -fmax, fmax
+        inside = [s for s in special_values(dt, device="cpu").tolist() if math.isfinite(s)]
+        extremes = [v for v in (fmax, -fmax, 1e4, -1e4, 100.0, -100.0) if abs(v) <= fmax]
+        mid_lo, mid_hi = DEFAULT_UNIFORM
+        specials = special_values(dt, device="cpu").tolist()
+    else:
+        lo, hi = domain_edges(domain, dt)
+        inside = [lo, hi] + _insert_values(dt, domain)[1]
+        extremes = [lo, hi]
+        c, w = lo / 2 + hi / 2, (hi / 2 - lo / 2) * 0.1
+        mid_lo, mid_hi = max(lo, c - w), min(hi, c + w)
+        specials = inside
+
+    def tensor(values):
+        return torch.tensor(values, dtype=torch.float64).to(dt).to(dev)
+
+    def inside_domain(t):
+        return t.to(dt).clamp_(lo, hi)
+
+    for k, kind in enumerate(ROW_KINDS):
+        rows = (kinds == k).nonzero().flatten()
+        r = rows.numel()
+        if r == 0:
+            continue
+        if kind == "constant":
+            pick = torch.cat([x[rows, 0], _pick(tensor(inside), r, g)])
+            choose = torch.rand(r, generator=g, device=dev, dtype=work) < 1 / (len(inside) + 1)
+            v = torch.where(choose, pick[:r], pick[r:])
+            x[rows] = v[:, None].expand(r, n)
+        elif kind == "extreme":
+            u = torch.rand((r, n), generator=g, device=dev, dtype=work)
+            base = inside_domain(mid_lo * (1.0 - u) + mid_hi * u)
+            at = torch.randint(0, n, (r,), generator=g, device=dev)
+            base[torch.arange(r, device=dev), at] = _pick(tensor(extremes), r, g)
+            x[rows] = base
+        elif kind == "edges":
+            u = torch.rand((r, n), generator=g, device=dev, dtype=work)
+            x[rows] = torch.where(u < 0.5, tensor([lo]), tensor([hi]))
+        elif kind == "near-constant":
+            first = x[rows, 0].to(work)
+            edge = _pick(torch.tensor([lo, hi], dtype=work, device=dev), r, g)
+            v = torch.where(torch.rand(r, generator=g, device=dev, dtype=work) < 0.5, edge, first)
+            u = torch.rand((r, n), generator=g, device=dev, dtype=work) * 2 - 1
+            x[rows] = inside_domain(v[:, None] * (1 + u * 2.0 ** -10))
+        else:  # specials
+            hit = torch.rand((r, n), generator=g, device=dev, dtype=work) < ROW_SPECIALS_DENSITY
+            values = _pick(tensor(specials), r * n, g).reshape(r, n)
+            x[rows] = torch.where(hit, values, x[rows])
+
+
+def make_rows(n_params: int, rows: int, length: int, *, dtype="float32", domains=None, seed: int = 0,
+              device=None, special_share: float = ROW_SPECIAL_SHARE) -> torch.Tensor:
+    """Rows for row kernels: shape ``[n_params, rows * length]`` (row r of parameter i is
+    ``x[i, r*length:(r+1)*length]``), deterministic for (seed, length, parameter, domain, dtype, device type).
+
+    Ordinary rows are drawn as :func:`make_inputs` draws values (without its special values, so a long
+    ordinary row is finite); ``round(special_share * rows)`` rows per parameter, at least one of each of
+    ROW_KINDS while rows allow, spread over the pool, are special rows (see `_special_rows`). Every value
+    of a parameter with a domain stays inside it.
+    """
+    dt = as_dtype(dtype)
+    dev = resolve(device)
+    n_params, rows, length = int(n_params), int(rows), int(length)
+    if n_params < 0 or rows < 0 or length < 1:
+        raise ValueError(f"n_params and rows must be non-negative and length positive, got n_params={n_params}, "
+                         f"rows={rows}, length={length}")
+    share = float(special_share)
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"special_share must be between 0 and 1, got {special_share!r}")
+    domains = [None] * n_params if domains is None else [as_domain(d) for d in domains]
+    if len(domains) != n_params:
+        raise ValueError(f"got {len(domains)} domains for {n_params} parameters (use None for no domain)")
+    work = torch.float64 if dt == torch.float64 else torch.float32
+    if dev.type == "mps":
+        work = torch.float32
+    out = torch.empty((n_params, rows * length), dtype=dt, device=dev)
+    n_special = min(rows, max(round(share * rows), len(ROW_KINDS))) if share > 0 else 0
+    for i, dom in enumerate(domains):
+        g = _generator(dev, _row_seed(seed, length), i)
+        if rows == 0:
+            continue
+        _sample_row(rows * length, dt, work, dom, g, dev, out=out[i])
+        if n_special == 0:
+            continue
+        x = out[i].view(rows, length)
+        at = _spread_positions(rows, n_special, g, dev)
+        # every kind once (in a random order) before any twice
+        order = torch.randperm(len(ROW_KINDS), generator=g, device=dev)
+        kinds = torch.full((rows,), -1, dtype=torch.int64, device=dev)
+        kinds[at] = order[torch.arange(n_special, device=dev) % len(ROW_KINDS)]
+        _special_rows(x, kinds, dt, work, dom, g, dev)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
 # Exhaustive inputs
 
 
@@ -496,25 +664,37 @@ class InputPool:
     def get(self, n_params: int, n: int, dtype="float32", domains=None, seed: int = 0,
             special_share: float = 0.02) -> torch.Tensor:
         key = self._key(n_params, n, dtype, domains, seed, special_share)
+        return self._fetch(key, key[0], key[1], key[2], lambda: make_inputs(
+            key[0], key[1], dtype=key[2], domains=key[3] and list(key[3]), seed=key[4], device=self.device,
+            special_share=key[5]))
+
+    def get_rows(self, n_params: int, rows: int, length: int, dtype="float32", domains=None, seed: int = 0,
+                 special_share: float = ROW_SPECIAL_SHARE) -> torch.Tensor:
+        """The rows of one length for row kernels (:func:`make_rows`): ``[n_params, rows * length]``,
+        cached like ``get`` under a key that includes the row length."""
+        key = ("rows", int(length), *self._key(n_params, rows, dtype, domains, seed, special_share))
+        return self._fetch(key, key[2], key[3] * key[1], key[4], lambda: make_rows(
+            key[2], key[3], key[1], dtype=key[4], domains=key[5] and list(key[5]), seed=key[6], device=self.device,
+            special_share=key[7]))
+
+    def _fetch(self, key: tuple, n_params: int, n: int, dt: torch.dtype, make) -> torch.Tensor:
         with self._lock:
             hit = self._cache.get(key)
             if hit is not None:
                 self._cache.move_to_end(key)
                 self.hits += 1
                 return hit
-            n_params_, n_, dt = key[0], key[1], key[2]
             itemsize = torch.empty((), dtype=dt).element_size()
-            requested = max(n_params_, 0) * max(n_, 0) * itemsize
+            requested = max(n_params, 0) * max(n, 0) * itemsize
             if requested > self.max_bytes:
                 raise ValueError(
-                    f"N too large for memory: {requested:,} bytes requested ({n_params_} parameters x "
-                    f"{n_:,} values x {itemsize} bytes), budget "
+                    f"N too large for memory: {requested:,} bytes requested ({n_params} parameters x "
+                    f"{n:,} values x {itemsize} bytes), budget "
                     f"{self.max_bytes:,} bytes; use fewer tests per pass or a larger max_bytes"
                 )
             while self._cache and self._nbytes() + requested > self.max_bytes:
                 self._cache.popitem(last=False)
-            x = make_inputs(n_params_, n_, dtype=dt, domains=key[3] and list(key[3]), seed=key[4],
-                            device=self.device, special_share=key[5])
+            x = make()
             self._cache[key] = x
             self.misses += 1
             return x

@@ -66,3 +66,110 @@ def shrink(point: list[float], fails: Callable[[list[list[float]]], list[bool]],
         if not changed:
             break
     return current
+
+
+def simpler_row_values(v: float, low: float = -math.inf, high: float = math.inf) -> list[float]:
+    """simpler_values, and powers of ten of v's sign below its magnitude (±10 … ±1e15): an element of a row
+    is often failing for being large (an overflowing exp), which a smaller power of ten still is."""
+    cands = simpler_values(v, low, high)
+    if math.isfinite(v) and abs(v) > 10:
+        sign = math.copysign(1.0, v)
+        cands += [sign * 10.0 ** k for k in range(1, 16) if 10.0 ** k < abs(v) and low <= sign * 10.0 ** k <= high]
+    out: list[float] = []
+    for c in sorted(cands, key=complexity):
+        if complexity(c) < complexity(v) and c not in out:
+            out.append(c)
+    return out
+
+
+#: rows up to this long have their values simplified one element at a time (longer ones: whole rows at once)
+ELEMENTWISE_VALUES = 64
+#: trials per call of `fails` while shortening a row
+TRIALS_PER_CALL = 64
+
+
+def shrink_row(rows: list[list[float]], fails: Callable[[list[list[list[float]]]], list[bool]], rounds: int = 3,
+               bounds: list[tuple[float, float]] | None = None,
+               representable: Callable[[float], float] = float) -> list[list[float]]:
+    """Greedy shrinking of a row kernel's failing input: `rows` holds one row per parameter (all of one
+    length); a trial is such a list of rows, and `fails(trials)` says which still fail (trials may differ
+    in length). Shorter first (one element alone, then chunks of halving size dropped), then simpler values
+    (per element for rows up to ELEMENTWISE_VALUES long, else whole rows rounded to fewer decimals), then
+    shorter again, while something changes. Values stay inside `bounds` (per parameter) and are what the
+    kernel dtype holds (`representable`)."""
+    current = [list(r) for r in rows]
+    bounds = bounds or [(-math.inf, math.inf)] * len(current)
+    for _ in range(rounds):
+        shorter = _shorten(current, fails)
+        simpler = _simplify(shorter, fails, bounds, representable)
+        changed = simpler != current
+        current = simpler
+        if not changed:
+            break
+    return current
+
+
+def _take(rows: list[list[float]], keep: list[int]) -> list[list[float]]:
+    return [[r[i] for i in keep] for r in rows]
+
+
+def _first_failing(trials: list, fails) -> int | None:
+    """The index of the first trial that fails, asking about TRIALS_PER_CALL trials at a time."""
+    for lo in range(0, len(trials), TRIALS_PER_CALL):
+        verdicts = fails(trials[lo:lo + TRIALS_PER_CALL])
+        for i, bad in enumerate(verdicts):
+            if bad:
+                return lo + i
+    return None
+
+
+def _shorten(rows: list[list[float]], fails) -> list[list[float]]:
+    """One element alone if one fails so; else drop chunks of n/2, n/4, … 1 elements while the row fails
+    (a chunk size's trials from where the last one was dropped)."""
+    n = len(rows[0]) if rows else 0
+    if n <= 1:
+        return rows
+    alone = _first_failing([_take(rows, [i]) for i in range(n)], fails)
+    if alone is not None:
+        return _take(rows, [alone])
+    size = n // 2
+    while size >= 1:
+        start = 0
+        while len(rows[0]) > size and start < len(rows[0]):
+            n = len(rows[0])
+            starts = list(range(start, n, size))
+            trials = [_take(rows, [i for i in range(n) if not lo <= i < lo + size]) for lo in starts]
+            hit = _first_failing(trials, fails)
+            if hit is None:
+                break
+            rows, start = trials[hit], starts[hit]  # the elements after the dropped chunk moved to its place
+        size //= 2
+    return rows
+
+
+def _simplify(rows: list[list[float]], fails, bounds, representable) -> list[list[float]]:
+    """Simpler values, simplest first, keeping each replacement only while the row still fails."""
+    current = [list(r) for r in rows]
+    n = len(current[0]) if current else 0
+    for p, (low, high) in enumerate(bounds):
+        if n > ELEMENTWISE_VALUES:  # whole rows: every element rounded to d decimals
+            trials = []
+            for d in range(4):
+                row = [representable(float(round(v, d))) if math.isfinite(v) else v for v in current[p]]
+                if row != current[p] and all(low <= v <= high for v in row if math.isfinite(v)):
+                    trials.append(current[:p] + [row] + current[p + 1:])
+            hit = _first_failing(trials, fails)
+            if hit is not None:
+                current = trials[hit]
+            continue
+        for i in range(n):
+            values = []
+            for c in simpler_row_values(current[p][i], low, high):
+                r = representable(c)
+                if low <= r <= high and r != current[p][i] and r not in values:
+                    values.append(r)
+            trials = [current[:p] + [current[p][:i] + [v] + current[p][i + 1:]] + current[p + 1:] for v in values]
+            hit = _first_failing(trials, fails)
+            if hit is not None:
+                current = trials[hit]
+    return current
