@@ -54,6 +54,9 @@ SIN, COS, TAN, ASIN, ACOS, ATAN, ATAN2, SINH, COSH, TANH = (
     _OP[n] for n in ("sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh"))
 ERF, FLOOR, CEIL, CLIP, SIGMOID, COPYSIGN, HYPOT, ISNAN, ISINF, FLOAT = (
     _OP[n] for n in ("erf", "floor", "ceil", "clip", "sigmoid", "copysign", "hypot", "isnan", "isinf", "float"))
+SUM, MEAN, AMAX, AMIN = _OP["sum"], _OP["mean"], _OP["amax"], _OP["amin"]
+FIRST_REDUCTION = min(SUM, MEAN, AMAX, AMIN)  # the reductions are the last opcodes (spec.IR_OPS)
+assert FIRST_REDUCTION > max(v for k, v in _OP.items() if k not in ("sum", "mean", "amax", "amin"))
 
 #: how registers are rounded after each op: none (float32, float64 registers), to float16, to bfloat16
 ROUNDING = {"float32": 0, "float64": 0, "float16": 1, "bfloat16": 2}
@@ -144,6 +147,28 @@ def _from_bits(typingctx, i):
     return types.float64(types.int64), codegen
 
 
+@intrinsic
+def _bits32(typingctx, v):
+    """The bits of a float32 as an int32."""
+    if v != types.float32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], context.get_value_type(types.int32))
+    return types.int32(types.float32), codegen
+
+
+@intrinsic
+def _from_bits32(typingctx, i):
+    """The float32 whose bits are the int32 i."""
+    if i != types.int32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], context.get_value_type(types.float32))
+    return types.float32(types.int32), codegen
+
+
 _LOG2E = 1.4426950408889634
 _LN2_HI = 6.93147180369123816490e-01  # ln 2 in two parts (fdlibm's): k * _LN2_HI is exact for |k| < 2^20
 _LN2_LO = 1.90821492927058770002e-10
@@ -211,9 +236,126 @@ def _minimum(a, b):
     return a if a < b else b  # noqa: FURB136 - torch.minimum's order, not the builtin's
 
 
+# --- reductions over rows (row kernels, docs/language.md "Row kernels") ----------------------------------------
+
+#: NumPy's pairwise summation: rows up to this long are summed by 8 accumulators, longer ones split in halves
+_PW_BLOCK = 128
+
+
 @njit(**_JIT)
-def _exec(ops, args, imm, length, x, lo, m, regs, mode):
-    """Run one program (row of the batch arrays) over inputs x[:, lo:lo+m]; registers regs[k, :m]."""
+def _pairwise(a, lo, n):
+    """The float64 sum of a[lo:lo+n] in NumPy's order (pairwise_sum of its add.reduce: fewer than 8 terms one
+    after the other from 0.0, up to 128 by 8 interleaved accumulators, longer ones as the sum of two halves
+    split at a multiple of 8), so that a float64 row sums bit for bit as np.sum does (float32 rows too, up to
+    NumPy's 8,192-element cast buffer). Error O(log n) ulps; every term is read as a float64."""
+    if n < 8:
+        res = 0.0
+        for i in range(lo, lo + n):
+            res += np.float64(a[i])
+        return res
+    if n <= _PW_BLOCK:
+        r0 = np.float64(a[lo])
+        r1 = np.float64(a[lo + 1])
+        r2 = np.float64(a[lo + 2])
+        r3 = np.float64(a[lo + 3])
+        r4 = np.float64(a[lo + 4])
+        r5 = np.float64(a[lo + 5])
+        r6 = np.float64(a[lo + 6])
+        r7 = np.float64(a[lo + 7])
+        end = lo + n - n % 8
+        i = lo + 8
+        while i < end:
+            r0 += np.float64(a[i])
+            r1 += np.float64(a[i + 1])
+            r2 += np.float64(a[i + 2])
+            r3 += np.float64(a[i + 3])
+            r4 += np.float64(a[i + 4])
+            r5 += np.float64(a[i + 5])
+            r6 += np.float64(a[i + 6])
+            r7 += np.float64(a[i + 7])
+            i += 8
+        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        while i < lo + n:
+            res += np.float64(a[i])
+            i += 1
+        return res
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _pairwise(a, lo, n2) + _pairwise(a, lo + n2, n - n2)
+
+
+@njit(**_JIT)
+def _round_sum(d, r0, v, mode):
+    """d[r0] = the float64 v rounded once to the kernel dtype: itself (float64 registers), to nearest
+    (float32), or (mode 1, 2) to float32 rounded to odd and then to nearest even by _round_tile, which is v
+    rounded once to float16 / bfloat16 (never twice to nearest)."""
+    if d.itemsize == 8 or mode == 0:
+        d[r0] = v
+        return
+    f = np.float32(v)
+    if abs(f) < np.inf and np.float64(f) != v:
+        i = _bits32(f)
+        if abs(np.float64(f)) > abs(v):
+            i = np.int32(i - 1)  # toward zero: the truncation of v
+        f = _from_bits32(np.int32(i | 1))
+    d[r0] = f
+    _round_tile(d[r0:], 1, mode)
+
+
+_MASK32 = 0x7FFFFFFF
+_MASK64 = 0x7FFFFFFFFFFFFFFF
+
+
+@njit(**_JIT)
+def _extreme(a, ai, di, r0, row, is_max, mask):
+    """di[r0] = the bits of max (is_max) or min of the row a[r0:r0+row], ai and di being a's and the
+    destination's bits as integers: IEEE 754-2019's maximum and minimum, order-independent: the row's
+    first nan if it has one, and -0 < +0. Compared as integer keys (bits ^ mask where negative: monotone in
+    the value, -0 just below +0), so that the loop vectorises without fastmath."""
+    nan = False
+    best = ai[r0] ^ ((ai[r0] >> 63) & mask)
+    if is_max:
+        for t in range(r0, r0 + row):
+            k = ai[t] ^ ((ai[t] >> 63) & mask)
+            best = k if k > best else best  # noqa: FURB136 - an integer select that vectorises
+            nan |= a[t] != a[t]
+    else:
+        for t in range(r0, r0 + row):
+            k = ai[t] ^ ((ai[t] >> 63) & mask)
+            best = k if k < best else best  # noqa: FURB136
+            nan |= a[t] != a[t]
+    if nan:
+        for t in range(r0, r0 + row):
+            if a[t] != a[t]:
+                di[r0] = ai[t]
+                return
+    di[r0] = best ^ ((best >> 63) & mask)
+
+
+@njit(**_JIT)
+def _reduce(op, a, d, m, row, mode):
+    """d[:m] = the reduction `op` of a[:m] over each of its rows of `row` elements, filling the row: sum and
+    mean accumulate in float64 (_pairwise) and round once; max and min are exact (_extreme)."""
+    for r0 in range(0, m, row):
+        if op == SUM or op == MEAN:
+            v = 0.0 + _pairwise(a, r0, row)  # np.add.reduce starts from its identity: a row of -0.0 sums to +0.0
+            if op == MEAN:
+                v = v / row
+            _round_sum(d, r0, v, mode)
+        elif a.itemsize == 8:
+            _extreme(a, a.view(np.int64), d.view(np.int64), r0, row, op == AMAX, _MASK64)
+        else:
+            _extreme(a, a.view(np.int32), d.view(np.int32), r0, row, op == AMAX, _MASK32)
+        c = d[r0]
+        for t in range(r0 + 1, r0 + row):
+            d[t] = c
+
+
+@njit(**_JIT)
+def _exec(ops, args, imm, length, x, lo, m, regs, mode, row):
+    """Run one program (row of the batch arrays) over inputs x[:, lo:lo+m]; registers regs[k, :m]. In a row
+    kernel (row > 0) the tile holds whole rows of `row` inputs (lo and m multiples of it), and a reduction
+    fills each row with its row's value: a per-row value is held broadcast along its row."""
     one = regs.dtype.type(1.0)
     zero = regs.dtype.type(0.0)
     for k in range(length - 1):
@@ -429,6 +571,9 @@ def _exec(ops, args, imm, length, x, lo, m, regs, mode):
         elif op == ISINF:
             for t in range(m):
                 d[t] = one if np.isinf(a[t]) else zero
+        elif op >= FIRST_REDUCTION and row > 0:
+            _reduce(op, a, d, m, row, mode)
+            continue  # rounded once, in _reduce
         else:
             for t in range(m):
                 d[t] = np.nan
@@ -437,23 +582,24 @@ def _exec(ops, args, imm, length, x, lo, m, regs, mode):
 
 
 @njit(**_JIT)
-def _evaluate_items(ops, args, imm, lengths, x, out, mode, w0, w1):
+def _evaluate_items(ops, args, imm, lengths, x, out, mode, span, row, w0, w1):
     """out[b, :] = program b over inputs x [P, n] (register dtype) for work items w0..w1 (a work item is
-    (program, tile)); programs of length 0 give nan."""
+    (program, tile of `span` inputs); in a row kernel a tile is whole rows of `row`); programs of length 0
+    give nan."""
     n = x.shape[1]
-    n_tiles = (n + TILE - 1) // TILE
+    n_tiles = (n + span - 1) // span
     width = max(1, ops.shape[1])
+    regs = np.empty((width + 1, span), dtype=x.dtype)
     for w in range(w0, w1):
         b = w // n_tiles
-        lo = (w % n_tiles) * TILE
-        m = min(TILE, n - lo)
+        lo = (w % n_tiles) * span
+        m = min(span, n - lo)
         length = lengths[b]
         if length < 1:
             for t in range(m):
                 out[b, lo + t] = np.nan
             continue
-        regs = np.empty((width + 1, TILE), dtype=x.dtype)
-        _exec(ops[b], args[b], imm[b], length, x, lo, m, regs, mode)
+        _exec(ops[b], args[b], imm[b], length, x, lo, m, regs, mode, row)
         res = regs[args[b, length - 1, 0]]
         for t in range(m):
             out[b, lo + t] = res[t]
@@ -531,21 +677,44 @@ def _ulp_key32(bits, mode):
 
 
 @njit(**_JIT)
+def _compare_rows(res, want, lo, m, rtol, atol, row):
+    """_compare_tile over a tile of whole rows, counting rows: failing rows (a row fails where one of its
+    elements does), the first failing row's index (-1 none), max abs and rel error over its elements."""
+    f = 0
+    fst = -1
+    ea = 0.0
+    er = 0.0
+    for r0 in range(0, m, row):
+        rf, _, rea, rer = _compare_tile(res[r0:], want, lo + r0, row, rtol, atol)
+        if rf:
+            if fst < 0:
+                fst = (lo + r0) // row
+            f += 1
+        ea = max(ea, rea)
+        er = max(er, rer)
+    return f, fst, ea, er
+
+
+@njit(**_JIT)
 def _verify_items(ops, args, imm, lengths, x, want, settings, out, w0, w1):
     """Run every program over x [P, n] and compare with want [n] (the reference rounded to the kernel
-    dtype, in register dtype). settings = (rtol, atol, rounding mode, lanes, stop early). Per work item
-    w = b * lanes + lane (lane = a contiguous range of tiles), out[w] = (failures, first failing index or
-    -1, max abs, rel and ULP error over finite pairs, inputs evaluated). With stop early a lane stops
-    after its first tile holding a failure. (Few arguments: numba's call overhead grows fast past ~12.)"""
+    dtype, in register dtype). settings = (rtol, atol, rounding mode, lanes, stop early, tile span, row).
+    Per work item w = b * lanes + lane (lane = a contiguous range of tiles), out[w] = (failures, first
+    failing index or -1, max abs, rel and ULP error over finite pairs, inputs evaluated); in a row kernel
+    (row > 0) failures, first failure and evaluated count rows. With stop early a lane stops after its
+    first tile holding a failure. (Few arguments: numba's call overhead grows fast past ~12.)"""
     rtol = settings[0]
     atol = settings[1]
     mode = int(settings[2])
     lanes = int(settings[3])
     stop_early = settings[4] != 0
+    span = int(settings[5])
+    row = int(settings[6])
     n = x.shape[1]
-    n_tiles = (n + TILE - 1) // TILE
+    n_tiles = (n + span - 1) // span
     per_lane = (n_tiles + lanes - 1) // lanes
     width = max(1, ops.shape[1])
+    regs = np.empty((width + 1, span), dtype=x.dtype)
     for w in range(w0, w1):
         b = w // lanes
         lane = w % lanes
@@ -557,15 +726,19 @@ def _verify_items(ops, args, imm, lengths, x, want, settings, out, w0, w1):
         eu = 0.0
         done = 0
         if length >= 1:
-            regs = np.empty((width + 1, TILE), dtype=x.dtype)
             ret = args[b, length - 1, 0]
             t_end = min(n_tiles, (lane + 1) * per_lane)
             for tile in range(lane * per_lane, t_end):
-                lo = tile * TILE
-                m = min(TILE, n - lo)
-                _exec(ops[b], args[b], imm[b], length, x, lo, m, regs, mode)
+                lo = tile * span
+                m = min(span, n - lo)
+                _exec(ops[b], args[b], imm[b], length, x, lo, m, regs, mode, row)
                 res = regs[ret]
-                tf, tfst, tea, ter = _compare_tile(res, want, lo, m, rtol, atol)
+                if row > 0:
+                    tf, tfst, tea, ter = _compare_rows(res, want, lo, m, rtol, atol, row)
+                    done += m // row
+                else:
+                    tf, tfst, tea, ter = _compare_tile(res, want, lo, m, rtol, atol)
+                    done += m
                 if tf:
                     if fst < 0:
                         fst = tfst
@@ -573,7 +746,6 @@ def _verify_items(ops, args, imm, lengths, x, want, settings, out, w0, w1):
                 ea = max(ea, tea)
                 er = max(er, ter)
                 eu = max(eu, _ulp_tile(res, want, lo, m, mode))
-                done += m
                 if stop_early and f:
                     break
         out[w, 0] = f
@@ -625,6 +797,11 @@ class ProgramArrays:
 
     def __len__(self) -> int:
         return self.ops.shape[0]
+
+    @property
+    def reduces(self) -> bool:
+        """Whether a program here is a row kernel (has a reduction: the last opcodes, spec.IR_OPS)."""
+        return bool(self.ops.size) and int(self.ops.max()) >= FIRST_REDUCTION
 
     def select(self, rows: np.ndarray) -> ProgramArrays:
         return ProgramArrays(self.ops[rows], self.args[rows], self.imm[rows], self.lengths[rows])
@@ -720,32 +897,61 @@ def as_registers(x: np.ndarray, dtype: str) -> np.ndarray:
     return np.ascontiguousarray(x, dtype=REGISTER_DTYPE[dtype])
 
 
-def evaluate(programs: ProgramArrays, x: np.ndarray, dtype: str = "float32") -> np.ndarray:
+def row_span(row: int) -> int:
+    """Inputs per tile: TILE, or in a row kernel (row > 0) whole rows, as many as fit in TILE (one row when
+    it is longer)."""
+    return TILE if row <= 0 else max(1, TILE // row) * row
+
+
+def _check_row(programs: ProgramArrays, n: int, row: int) -> None:
+    if row < 0 or int(row) != row:
+        raise ValueError(f"row must be a row length (> 0) or 0 for elementwise, got {row!r}")
+    if row == 0:
+        if programs.reduces:
+            raise ValueError("a row kernel (a program with a reduction) needs its row length: pass row=n")
+    elif n % row:
+        raise ValueError(f"{n} inputs are not whole rows of {row}")
+
+
+def evaluate(programs: ProgramArrays, x: np.ndarray, dtype: str = "float32", row: int = 0) -> np.ndarray:
     """Outputs [B, n] (register dtype: float32 for the 16-bit dtypes, holding their values exactly) of
-    every program over inputs x [P, n]; bool results as 0/1, programs that did not compile as nan."""
+    every program over inputs x [P, n]; bool results as 0/1, programs that did not compile as nan.
+
+    row = 0: elementwise. row > 0: row kernels, the inputs being n / row rows of `row` (row r is
+    x[:, r*row:(r+1)*row]); a reduction reduces each row, and every output is per element (a per-row value
+    repeated along its row). ValueError if n is not whole rows, or if a program reduces and row is 0."""
     x = as_registers(x, dtype)
     B, n = len(programs), x.shape[1]
+    _check_row(programs, n, row)
+    span = row_span(row)
     out = np.empty((B, n), dtype=x.dtype)
-    n_tiles = -(-n // TILE)
+    n_tiles = -(-n // span)
     _run_items(_evaluate_items, B * n_tiles, B * n * programs.ops.shape[1], programs.ops, programs.args,
-               programs.imm, programs.lengths, x, out, ROUNDING[dtype])
+               programs.imm, programs.lengths, x, out, ROUNDING[dtype], span, int(row))
     return out
 
 
 def compare(programs: ProgramArrays, x: np.ndarray, want: np.ndarray, dtype: str, rtol: float, atol: float,
-            stop_early: bool = True) -> Comparison:
+            stop_early: bool = True, row: int = 0) -> Comparison:
     """Run every program over x [P, n] and compare with `want` [n] (the reference's outputs rounded to
     the kernel dtype) in one pass; see Comparison. A program stops at its first failing tile when
-    stop_early (so its failures and errors cover the inputs it evaluated)."""
+    stop_early (so its failures and errors cover the inputs it evaluated).
+
+    row > 0: row kernels over rows of `row` inputs, as evaluate; `want` is still per element (a per-row
+    reference output repeated along its row). The Comparison then counts rows: failures are failing rows
+    (a row fails where any of its elements does), first_failure is the index of the first failing row,
+    evaluated the rows evaluated; the max abs / rel / ULP errors are over elements, as elementwise."""
     x = as_registers(x, dtype)
     want = np.ascontiguousarray(want, dtype=x.dtype)
     B, n = len(programs), x.shape[1]
-    n_tiles = max(1, -(-n // TILE))
+    _check_row(programs, n, row)
+    span = row_span(row)
+    n_tiles = max(1, -(-n // span))
     inline = B * n * programs.ops.shape[1] < INLINE_WORK
     lanes = 1 if inline else min(n_tiles, max(1, -(-2 * threads() // max(B, 1))))  # few programs: split tiles too
     items = B * lanes
     out = np.zeros((items, 6), dtype=np.float64)
-    settings = np.array([rtol, atol, ROUNDING[dtype], lanes, stop_early], dtype=np.float64)
+    settings = np.array([rtol, atol, ROUNDING[dtype], lanes, stop_early, span, row], dtype=np.float64)
     _run_items(_verify_items, items, B * n * programs.ops.shape[1], programs.ops, programs.args, programs.imm,
                programs.lengths, x, want, settings, out)
     fails, first, evaluated = (out[:, c].astype(np.int64) for c in (0, 1, 5))
@@ -767,16 +973,19 @@ def compare(programs: ProgramArrays, x: np.ndarray, want: np.ndarray, dtype: str
 
 
 def warm_up() -> None:
-    """Load (or compile, the first time on this machine) the evaluator for every register dtype, so the
-    first verification of a session pays nothing for it."""
-    ops = np.array([[_OP["param"], _OP["ret"]]], dtype=np.int32)
-    args = np.zeros((1, 2, 3), dtype=np.int32)
-    programs = ProgramArrays(ops, args, np.zeros((1, 2)), np.array([2], dtype=np.int32))
+    """Load (or compile, the first time on this machine) the evaluator for every register dtype, elementwise
+    and on rows, so the first verification of a session pays nothing for it."""
+    ops = np.array([[_OP["param"], _OP["ret"], -1], [_OP["param"], _OP["sum"], _OP["ret"]]], dtype=np.int32)
+    args = np.array([[[-1] * 3, [0, -1, -1], [-1] * 3], [[-1] * 3, [0, -1, -1], [1, -1, -1]]], dtype=np.int32)
+    elementwise = ProgramArrays(ops[:1, :2].copy(), args[:1, :2].copy(), np.zeros((1, 2)), np.array([2], np.int32))
+    rows = ProgramArrays(ops, args, np.zeros((2, 3)), np.array([2, 3], dtype=np.int32))
     for dtype in ("float32", "float64"):
         x = np.zeros((1, 4), dtype=REGISTER_DTYPE[dtype])
-        evaluate(programs, x, dtype)
-        compare(programs, x, x[0], dtype, 0.0, 0.0)
+        evaluate(elementwise, x, dtype)
+        compare(elementwise, x, x[0], dtype, 0.0, 0.0)
+        evaluate(rows, x, dtype, row=2)
+        compare(rows, x, x[0], dtype, 0.0, 0.0, row=2)
 
 
 __all__ = ["REGISTER_DTYPE", "ROUNDING", "TILE", "Comparison", "ProgramArrays", "as_registers", "compare",
-           "evaluate", "threads", "warm_up"]
+           "evaluate", "row_span", "threads", "warm_up"]

@@ -9,6 +9,7 @@ import torch
 
 from ..ir import Program
 from . import fused
+from .reference import check_rows
 from .render import TORCH_DTYPES, torch_function
 
 DTYPES = tuple(TORCH_DTYPES)
@@ -16,11 +17,13 @@ _TORCH_OF = {np.float32: torch.float32, np.float64: torch.float64}
 
 
 class Kernel:
-    """A compiled elementwise function. Call it with one array (or scalar) per parameter.
+    """A compiled kernel. Call it with one array (or scalar) per parameter, broadcast together.
 
     NumPy arrays in give a NumPy array out (bfloat16 results as float32, NumPy has no bfloat16); torch
     tensors in give a tensor on the same device; CuPy arrays in give a CuPy array. Arithmetic happens in
-    the kernel dtype.
+    the kernel dtype. A row kernel (one with a reduction, docs/language.md "Row kernels") reduces along the
+    last axis of the broadcast shape; its result has that shape, or drops the last axis when it is per
+    row, and an empty last axis or scalars only raise ValueError.
 
     >>> from jupyter_gpuiter import compile
     >>> k = compile("def f(x, y):\\n    return x * y + 1", mode="serial")
@@ -79,6 +82,8 @@ class Kernel:
         except RuntimeError:
             shapes = ", ".join(str(tuple(t.shape)) for t in tensors)
             raise ValueError(f"{self.name}(): argument shapes {shapes} do not broadcast together") from None
+        if self.program.reduces:
+            check_rows(self.name, tuple(torch.broadcast_shapes(*[t.shape for t in tensors])))
         if dev.type == "cpu":
             out = self._fused(tensors)
         else:
@@ -96,7 +101,8 @@ class Kernel:
         return out.cpu().numpy()
 
     def _fused(self, tensors: list[torch.Tensor]) -> torch.Tensor:
-        """CPU arrays: the fused tile evaluator (an interpreter compiled once, nothing per kernel)."""
+        """CPU arrays: the fused tile evaluator (an interpreter compiled once, nothing per kernel); a row kernel
+        over the broadcast inputs as rows of the last axis."""
         tdt = TORCH_DTYPES[self.dtype]
         shape = torch.broadcast_shapes(*[t.shape for t in tensors]) if tensors else torch.Size()
         n = math.prod(shape)
@@ -104,7 +110,10 @@ class Kernel:
         x = np.empty((len(tensors), n), dtype=reg)
         for i, t in enumerate(tensors):
             x[i] = t.to(tdt).to(_TORCH_OF[reg]).expand(shape).reshape(-1).numpy()
-        out = torch.from_numpy(fused.evaluate(self.arrays, x, self.dtype)[0]).reshape(shape)
+        row = shape[-1] if self.program.reduces else 0
+        out = torch.from_numpy(fused.evaluate(self.arrays, x, self.dtype, row=row)[0]).reshape(shape)
+        if self.program.returns_per_row():
+            out = out[..., 0].contiguous()
         return out != 0 if self.program.returns_bool() else out.to(tdt)
 
     def _native(self, args):

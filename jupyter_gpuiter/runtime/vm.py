@@ -4,6 +4,10 @@ Registers are one tensor [B, R, n] per chunk of inputs; step k executes instruct
 program at once, one torch op per distinct opcode at that step (candidates of one kernel share most
 opcodes, so a step is a handful of ops over B*n values). The opcode schedule is read to the host
 once per batch (a few KB); inputs are chunked so that registers fit a memory budget.
+
+Row kernels (run(..., row=n)): the inputs are rows of n (row r is columns r*n..(r+1)*n-1), a chunk holds
+whole rows, and a reduction reduces each row of its operand (torch_ops.reduce_rows: float64, rounded
+once) and repeats the row's value along the row, so every output is per element.
 """
 
 from __future__ import annotations
@@ -14,9 +18,9 @@ import numpy as np
 import torch
 
 from ..ir import OP_NAMES, ProgramBatch
-from ..lang.spec import IR_OP_BY_NAME
+from ..lang.spec import IR_OP_BY_NAME, REDUCTION_OPS
 from .render import TORCH_DTYPES
-from .torch_ops import TORCH_OPS
+from .torch_ops import TORCH_OPS, reduce_rows
 
 DEFAULT_BUDGET = 256 << 20  # bytes of registers per chunk
 
@@ -31,6 +35,7 @@ class Schedule:
     valid: np.ndarray  # [B] programs that compiled
     n_nodes: int  # computing instructions over all valid programs
     n_regs: int  # registers per program (the longest program's instructions before its ret)
+    reduces: bool = False  # a valid program has a reduction (a row kernel)
 
 
 def schedule(batch: ProgramBatch) -> Schedule:
@@ -57,6 +62,8 @@ def schedule(batch: ProgramBatch) -> Schedule:
             a = args[rows, k, :nargs]
             if name in ("and", "or", "min", "max"):
                 is_bool[rows, k] = is_bool[rows, a[:, 0]] & is_bool[rows, a[:, 1]]
+            elif name in ("amax", "amin"):
+                is_bool[rows, k] = is_bool[rows, a[:, 0]]
             elif name == "select":
                 is_bool[rows, k] = is_bool[rows, a[:, 1]] & is_bool[rows, a[:, 2]]
             else:
@@ -71,32 +78,45 @@ def schedule(batch: ProgramBatch) -> Schedule:
     last = np.clip(lengths - 1, 0, None)
     ret_reg = np.where(valid, args[rows_all, last, 0], 0)
     returns_bool = np.where(valid, is_bool[rows_all, np.clip(ret_reg, 0, None)], False)
-    return Schedule(steps, torch.as_tensor(ret_reg, device=dev), returns_bool, valid, n_nodes, n_regs)
+    reduces = any(g[0] in REDUCTION_OPS for groups in steps for g in groups)
+    return Schedule(steps, torch.as_tensor(ret_reg, device=dev), returns_bool, valid, n_nodes, n_regs, reduces)
 
 
 def run(batch: ProgramBatch, inputs: torch.Tensor, dtype: str = "float32", *, sched: Schedule | None = None,
-        budget: int = DEFAULT_BUDGET) -> torch.Tensor:
+        budget: int = DEFAULT_BUDGET, row: int = 0) -> torch.Tensor:
     """Outputs [B, n] (kernel dtype; bool results as 0/1) of every program on inputs [P, n].
 
     Programs that did not compile produce nan. Programs read parameters 0..n_params-1 of `inputs`.
+    row = 0: elementwise. row > 0: row kernels over the n / row rows of `row` inputs (row r is columns
+    r*row..(r+1)*row-1); outputs are per element, a per-row value repeated along its row. ValueError if n
+    is not whole rows, or if a program reduces and row is 0.
     """
     sched = sched or schedule(batch)
     tdt = TORCH_DTYPES[dtype]
     x = inputs.to(tdt)
     B = len(batch)
     n = x.shape[1]
+    if row < 0 or int(row) != row:
+        raise ValueError(f"row must be a row length (> 0) or 0 for elementwise, got {row!r}")
+    if row == 0 and sched.reduces:
+        raise ValueError("a row kernel (a program with a reduction) needs its row length: pass row=n")
+    if row and n % row:
+        raise ValueError(f"{n} inputs are not whole rows of {row}")
     regs_per_prog = sched.n_regs
     item = torch.finfo(tdt).bits // 8
     chunk = max(1, min(n, budget // max(1, B * regs_per_prog * item)))
+    if row:
+        chunk = max(1, chunk // row) * row  # whole rows (at least one, over the budget if it must)
     out = torch.full((B, n), float("nan"), dtype=tdt, device=x.device)
     valid = torch.as_tensor(sched.valid, device=x.device)[:, None]
     for lo in range(0, n, chunk):
         hi = min(n, lo + chunk)
-        out[:, lo:hi] = torch.where(valid, _run_chunk(sched, x[:, lo:hi], B, regs_per_prog, tdt), out[:, lo:hi])
+        out[:, lo:hi] = torch.where(valid, _run_chunk(sched, x[:, lo:hi], B, regs_per_prog, tdt, row),
+                                    out[:, lo:hi])
     return out
 
 
-def _run_chunk(sched: Schedule, x: torch.Tensor, B: int, n_regs: int, tdt) -> torch.Tensor:
+def _run_chunk(sched: Schedule, x: torch.Tensor, B: int, n_regs: int, tdt, row: int = 0) -> torch.Tensor:
     m = x.shape[1]
     regs = torch.zeros((B * n_regs, m), dtype=tdt, device=x.device)  # row b*R + r is register r of program b
     for k, groups in enumerate(sched.steps):
@@ -105,6 +125,9 @@ def _run_chunk(sched: Schedule, x: torch.Tensor, B: int, n_regs: int, tdt) -> to
                 val = x.index_select(0, imm.long())
             elif name in ("const", "bool"):
                 val = imm.to(tdt)[:, None].expand(len(rows), m)
+            elif name in REDUCTION_OPS:
+                v = regs.index_select(0, flat_args[0]).view(len(rows), m // row, row)
+                val = reduce_rows(name, v).expand(len(rows), m // row, row).reshape(len(rows), m)
             else:
                 val = TORCH_OPS[name](*(regs.index_select(0, flat_args[j]) for j in range(a.shape[1])))
             regs.index_copy_(0, flat_dst, val)

@@ -29,7 +29,7 @@ import torch
 from jupyter_gpuiter.compilers import compile_batch
 from jupyter_gpuiter.generate import generate_batch
 from jupyter_gpuiter.ir import Program, ProgramBatch
-from jupyter_gpuiter.lang.spec import IR_OP_INDEX
+from jupyter_gpuiter.lang.spec import IR_OP_INDEX, REDUCTION_OPS
 from jupyter_gpuiter.runtime import fused, vm
 from jupyter_gpuiter.runtime.reference import NUMPY_OPS
 from jupyter_gpuiter.runtime.render import TORCH_DTYPES
@@ -52,7 +52,8 @@ EXACT_OPS = {"add", "sub", "mul", "div", "floordiv", "mod", "neg", "pos", "not",
              "isnan", "isinf", "float"}
 TRANSCENDENTAL = {"pow", "exp", "expm1", "log", "log1p", "log2", "log10", "sin", "cos", "tan", "asin", "acos",
                   "atan", "atan2", "sinh", "cosh", "tanh", "erf", "sigmoid", "hypot"}
-assert EXACT_OPS | TRANSCENDENTAL | STRUCTURAL == set(IR_OP_INDEX)
+REDUCTIONS = set(REDUCTION_OPS)  # row kernels: tests/runtime/test_rows.py
+assert EXACT_OPS | TRANSCENDENTAL | STRUCTURAL | REDUCTIONS == set(IR_OP_INDEX)
 
 #: Where torch (2.13, CPU) departs from the language's semantics; fused follows the language (the NumPy
 #: reference, the CUDA renderer), so on these the two are adjudicated by an oracle, not compared bit for bit.
