@@ -73,6 +73,15 @@ def _display_panel(text: str, fill) -> None:
 _MODES = modes()
 
 
+def _row_lengths(text: str) -> tuple[int, ...]:
+    """--rows 1,7,33,1000 as a tuple of positive ints, or a UsageError saying what is wrong."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise UsageError(f"--rows {text}: give row lengths as positive whole numbers separated by commas, "
+                         "e.g. --rows 1,7,33,1000")
+    return tuple(int(p) for p in parts)
+
+
 @magics_class
 class GpuiterMagics(Magics):
     @magic_arguments()
@@ -86,6 +95,8 @@ class GpuiterMagics(Magics):
     @argument("--eps", type=float, default=1e-3, help="Failure-rate bound to certify when --tests is not given.")
     @argument("--dtype", default="float32", choices=list(DTYPES), help=f"Kernel dtype: {', '.join(DTYPES)}.")
     @argument("--domain", nargs="+", default=None, help="Input domains, e.g. x=-5:5 y=1e-3:1e3:log.")
+    @argument("--rows", default=None, help="Row lengths to test a row kernel on, e.g. 1,7,33,1000 (default: "
+              "1, 2, 3, 7, 31, 32, 33, 127, 128, 129 and 1000).")
     @argument("--candidates", type=int, default=None, help="Neural candidates k tried per program (--mode hybrid; "
               "default 4).")
     @argument("--model", default=None, help="A local neural checkpoint for --mode neural/hybrid (default: shipped).")
@@ -109,6 +120,7 @@ class GpuiterMagics(Magics):
         if args.name is not None and not args.name.isidentifier():
             raise UsageError(f"{args.name!r} is not a valid Python name")
         options = self._mode_options(args)
+        rows = {} if args.rows is None else {"row_lengths": _row_lengths(args.rows)}
         sess = current_session()
         try:
             kernel = sess.compile(cell, mode=args.mode, dtype=args.dtype, name=args.name, **options)
@@ -124,7 +136,7 @@ class GpuiterMagics(Magics):
         bar = _progress_bar(65536 if args.exhaustive else tests)
         try:
             verdict = sess.verify(kernel, reference, name=name, tests=tests, delta=args.delta, dtype=args.dtype,
-                                  domain=args.domain, exhaustive=args.exhaustive, progress=bar)
+                                  domain=args.domain, exhaustive=args.exhaustive, progress=bar, **rows)
         except KeyboardInterrupt:
             print(f"{name}: verification interrupted; the kernel is defined, the session is intact")
             return
@@ -171,7 +183,8 @@ class GpuiterMagics(Magics):
     def _speedup(self, kernel: Kernel, reference) -> float | None:
         import numpy as np
 
-        x = [np.linspace(-3, 3, 1 << 20, dtype=np.float32) for _ in kernel.params]
+        shape = (1 << 10, 1 << 10) if kernel.program.reduces else (1 << 20,)  # a row kernel: 1,024 rows
+        x = [np.linspace(-3, 3, 1 << 20, dtype=np.float32).reshape(shape) for _ in kernel.params]
 
         def best(fn):  # warm-up, then the best of three
             fn(*x)

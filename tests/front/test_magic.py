@@ -129,3 +129,30 @@ def test_progress_callback_reports_chunks():
     v = s.verify("def f(x):\n    return x\n", "def f(x):\n    return x\n", tests=200_000,
                  progress=lambda done, total: calls.append((done, total)))
     assert v.passed and calls[-1] == (200_000, 200_000) and len(calls) == 4
+
+
+SOFTMAX = "def softmax(x):\n    e = exp(x - max(x))\n    return e / sum(e)\n"
+NAIVE_SOFTMAX = "def softmax(x):\n    e = exp(x)\n    return e / sum(e)\n"
+
+
+def test_row_kernel_cell_verifies_on_the_rows_asked_for(ip, capsys):
+    ip.run_cell_magic("gpucompile", "--rows 1,7,33 --tests 600", SOFTMAX)
+    assert "softmax: PASS" in capsys.readouterr().out
+    verdict = gi.current_session().history[-1].verdict
+    assert verdict.row_lengths == (1, 7, 33) and verdict.tests_run == 600
+    x = np.array([[0.0, 1.0, 2.0], [5.0, 5.0, 5.0]], dtype=np.float32)
+    np.testing.assert_allclose(ip.user_ns["softmax"](x).sum(axis=-1), [1.0, 1.0], rtol=1e-6)
+
+
+def test_naive_softmax_fails_with_a_row_counterexample(ip, capsys):
+    ip.run_cell_magic("gpucompile", "naive --rows 7,33 --tests 600", NAIVE_SOFTMAX)
+    out = capsys.readouterr().out
+    assert "naive: FAIL" in out and "counterexample: f(x=[" in out and "element" in out
+    cx = gi.current_session().history[-1].verdict.counterexample
+    assert cx.is_row and cx.row_length >= 1
+
+
+@pytest.mark.parametrize("rows", ["0", "1,a", ",", "-3", "2.5"])
+def test_bad_rows_option_is_a_usage_error(ip, rows):
+    with pytest.raises(UsageError, match="--rows"):
+        ip.run_cell_magic("gpucompile", f"--rows {rows}", SOFTMAX)
