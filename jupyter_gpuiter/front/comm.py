@@ -36,14 +36,25 @@ def _error(error) -> dict | None:
                                        "message": error.message}
 
 
+def _counterexample(cx) -> dict:
+    """A counterexample's message: inputs as numbers, or for a row kernel the shown part of each row
+    (`row` says where it lies: docs/protocol.md)."""
+    if not cx.is_row:
+        return {"inputs": {k: _finite(v) for k, v in cx.inputs.items()}, "got": _finite(cx.got),
+                "expected": _finite(cx.expected)}
+    lo, hi = cx.window()
+    return {"inputs": {k: [_finite(float(x)) for x in v[lo:hi]] for k, v in cx.inputs.items()},
+            "got": _finite(cx.got), "expected": _finite(cx.expected),
+            "row": {"length": cx.row_length, "position": cx.position, "start": lo}}
+
+
 def verdict_message(name: str, mode: str, verdict, seconds: dict[str, float]) -> dict:
     cx = verdict.counterexample
     return {
         "type": "verdict", "version": PROTOCOL_VERSION, "name": name, "mode": mode, "passed": verdict.passed,
         "exhaustive": verdict.exhaustive, "tests": verdict.tests_run, "failures": verdict.failures,
         "epsilon": _finite(verdict.epsilon), "delta": verdict.delta, "sentence": verdict.sentence,
-        "counterexample": None if cx is None else {"inputs": {k: _finite(v) for k, v in cx.inputs.items()},
-                                                   "got": _finite(cx.got), "expected": _finite(cx.expected)},
+        "counterexample": None if cx is None else _counterexample(cx),
         "error": _error(verdict.error),
         "seconds": {k: float(v) for k, v in seconds.items()},
         "at": time.time(),

@@ -47,6 +47,11 @@ class Counterexample:
             return None
         return len(next(iter(self.inputs.values()))) if self.inputs else 0
 
+    def window(self, context: int = ROW_CONTEXT) -> tuple[int, int]:
+        """The elements [lo, hi) of the row worth showing: all of a short row, else those around the
+        failing element (what str(), the panel and the JupyterLab extension show)."""
+        return row_window(self.row_length or 0, self.position, context)
+
     def __str__(self) -> str:
         if not self.is_row:
             args = ", ".join(f"{k}={v!r}" for k, v in self.inputs.items())
@@ -63,18 +68,22 @@ class Counterexample:
                 f"element {at} fails ({self.got!r}, expected {self.expected!r}) in {where}")
 
 
+def row_window(n: int, at: int | None = None, context: int = ROW_CONTEXT) -> tuple[int, int]:
+    """The slice [lo, hi) of an n-element row to show: all of it when short, else 2 * context + 1
+    elements around `at` (the start when None). The text, the panel and the comm show the same one."""
+    width = 2 * context + 1
+    if n <= width + 2:
+        return 0, n
+    lo = max(0, min((0 if at is None else at) - context, n - width))
+    return lo, lo + width
+
+
 def format_row(row, at: int | None = None, context: int = ROW_CONTEXT) -> str:
     """A row as a short list: every element when it is short, else the elements around `at` (the start
     when None) with the count of those left out, e.g. `[… 12 more, 0.5, 1.0, 2.0, … 3 more]`."""
     values = [float(v) for v in np.asarray(row).reshape(-1)]
     n = len(values)
-    width = 2 * context + 1
-    if n <= width + 2:
-        lo, hi = 0, n
-    else:
-        centre = 0 if at is None else at
-        lo = max(0, min(centre - context, n - width))
-        hi = lo + width
+    lo, hi = row_window(n, at, context)
     parts = [repr(v) for v in values[lo:hi]]
     if lo:
         parts.insert(0, f"… {lo} more")

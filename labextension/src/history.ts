@@ -6,7 +6,14 @@
 import { LabIcon } from '@jupyterlab/ui-components';
 
 import { SessionView } from './view';
-import { IVerdict, formatEpsilon, formatSeconds, outcome, totalSeconds } from './protocol';
+import {
+  IVerdict,
+  formatCounterexample,
+  formatEpsilon,
+  formatSeconds,
+  outcome,
+  totalSeconds
+} from './protocol';
 
 const ICON_SVG = `<svg xmlns="http://www.w3.org/2000/svg" width="16" viewBox="0 0 24 24">
   <g class="jp-icon3" fill="#616161">
@@ -85,10 +92,7 @@ export class HistoryPanel extends SessionView {
     cell('time', formatSeconds(totalSeconds(v)));
     const lines = [v.error ? `${v.error.kind} at line ${v.error.line}, column ${v.error.col}: ${v.error.message}` : v.sentence];
     if (v.counterexample) {
-      const inputs = Object.entries(v.counterexample.inputs)
-        .map(([k, x]) => `${k}=${x}`)
-        .join(', ');
-      lines.push(`counterexample: ${inputs}: got ${v.counterexample.got}, expected ${v.counterexample.expected}`);
+      lines.push(formatCounterexample(v.counterexample));
     }
     if (v.at) {
       lines.push(`at ${new Date(v.at * 1000).toLocaleTimeString()}`);

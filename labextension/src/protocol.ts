@@ -29,8 +29,17 @@ export interface ICompileError {
   message: string;
 }
 
+/** Where a row kernel's counterexample lies: the row's length, its failing element (null when the
+ * result is one value per row) and the index of the first element `inputs` shows. */
+export interface IRowPlace {
+  length: number;
+  position: number | null;
+  start: number;
+}
+
 export interface ICounterexample {
-  inputs: { [name: string]: number | null };
+  inputs: { [name: string]: number | null | (number | null)[] };
+  row?: IRowPlace;
   got: number | null;
   expected: number | null;
 }
@@ -115,4 +124,26 @@ export function formatEpsilon(v: IVerdict): string {
     return '0';
   }
   return v.epsilon === null ? '–' : v.epsilon.toExponential(1);
+}
+
+/** A counterexample as one line: `x=0.5: got 1, expected 2`, or for a row kernel
+ * `row of 33, element 5: x=[… 2 more, 0.1, 0.2, …]: got 0.3, expected 0.4`. */
+export function formatCounterexample(c: ICounterexample): string {
+  const row = c.row;
+  const value = (x: number | null | (number | null)[]): string => {
+    if (!Array.isArray(x) || !row) {
+      return `${x}`;
+    }
+    const before = row.start > 0 ? [`… ${row.start} more`] : [];
+    const left = row.length - row.start - x.length;
+    const after = left > 0 ? [`… ${left} more`] : [];
+    return `[${[...before, ...x.map(e => `${e}`), ...after].join(', ')}]`;
+  };
+  const inputs = Object.entries(c.inputs)
+    .map(([k, x]) => `${k}=${value(x)}`)
+    .join(', ');
+  const where = row
+    ? `row of ${row.length}${row.position === null ? '' : `, element ${row.position}`}: `
+    : '';
+  return `counterexample: ${where}${inputs}: got ${c.got}, expected ${c.expected}`;
 }

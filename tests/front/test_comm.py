@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 import jupyter_gpuiter as gi
@@ -35,6 +36,17 @@ def test_verdict_message_has_every_field():
     v = gi.verify("def f(x):\n    return x * 2\n", "def f(x):\n    return x + x\n", tests=100)
     msg = json.loads(json.dumps(comm.verdict_message("f", "serial", v, {"compile": 0.1})))
     assert set(msg) == VERDICT_FIELDS and msg["passed"] is True and msg["at"] > 0
+
+
+def test_row_counterexample_message_shows_the_rows_around_the_failing_element():
+    naive, real = "def sm(x):\n    e = exp(x)\n    return e / sum(e)\n", "def sm(x):\n    e = exp(x - max(x))\n    return e / sum(e)\n"
+    v = gi.verify(naive, real, tests=300, row_lengths=(33,))
+    cx = v.counterexample
+    msg = json.loads(json.dumps(comm.verdict_message("sm", "serial", v, {"compile": 0.1})))["counterexample"]
+    lo, hi = cx.window()
+    assert msg["row"] == {"length": cx.row_length, "position": cx.position, "start": lo}
+    shown = [None if not np.isfinite(e) else float(e) for e in cx.inputs["x"][lo:hi]]
+    assert msg["inputs"]["x"] == shown and len(shown) == hi - lo <= cx.row_length
 
 
 def test_function_name():

@@ -6,6 +6,7 @@ import math
 import re
 import time
 
+import numpy as np
 import plotly.graph_objects as go
 import pytest
 
@@ -95,6 +96,27 @@ def test_panel_shows_a_proof_and_a_trivial_reference():
     panel.show(cx)
     assert ">1.5<" in panel.counterexample.value and ">-2.0<" in panel.counterexample.value
     assert ">nan<" in panel.counterexample.value and ">y<" in panel.counterexample.value
+
+
+def test_panel_shows_a_row_counterexample_around_the_failing_element():
+    row = np.arange(40.0)
+    got, expected = row.copy(), row.copy()
+    got[25] = 99.0
+    cx = Counterexample({"x": row, "y": -row}, 99.0, 25.0, position=25, got_row=got, expected_row=expected,
+                        row_index=4, found_length=128)
+    panel = VerificationPanel()
+    panel.show(Verdict(False, 10, 1, 1.0, 1e-3, cx, row_lengths=(128,)))
+    table = panel.counterexample.value
+    lo, hi = cx.window()
+    assert lo <= 25 < hi < 40 and "a row of 40 elements, element 25 fails" in table
+    assert "shrunk from row 4 of the 128-element rows" in table
+    shown = [f">{i}<" for i in range(lo, hi)]
+    assert all(s in table for s in shown) and f">{lo - 1}<" not in table and f">{hi}<" not in table
+    assert "color:#c62828'>99.0<" in table and "color:#c62828'>25.0<" in table  # the failing element, marked
+    assert ">x<" in table and ">y<" in table and ">-25.0<" in table
+    per_row = Counterexample({"x": np.array([1.0, 2.0])}, 7.0, 3.0, found_length=2, row_index=0)
+    panel.show(Verdict(False, 10, 1, 1.0, 1e-3, per_row, row_lengths=(2,)))
+    assert "the row's result differs" in panel.counterexample.value and "7.0 / 3.0" in panel.counterexample.value
 
 
 def test_show_error_shows_the_line_with_a_caret(sess):

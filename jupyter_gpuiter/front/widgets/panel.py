@@ -37,16 +37,50 @@ def _number(x: float) -> str:
 
 
 def counterexample_html(verdict: Verdict) -> str:
-    """The counterexample as an HTML table (one column per input, then got and expected); "" if none."""
+    """The counterexample as an HTML table (one column per input, then got and expected); "" if none.
+    A row kernel's is a table with one line per input row (then got and expected) over the elements
+    around the failing one, which is marked."""
     cx = verdict.counterexample
     if cx is None:
         return ""
+    if cx.is_row:
+        return _row_counterexample_html(cx)
     heads = [*cx.inputs, "got", "expected"]
     cells = [*(_number(v) for v in cx.inputs.values()), _number(cx.got), _number(cx.expected)]
     th = "".join(f"<th style='padding:0 8px'>{html.escape(str(h))}</th>" for h in heads)
     td = "".join(f"<td style='padding:0 8px;font-family:monospace'>{html.escape(c)}</td>" for c in cells)
     return (f"<b>counterexample</b><table class='gpuiter-counterexample'><thead><tr>{th}</tr></thead>"
             f"<tbody><tr>{td}</tr></tbody></table>")
+
+
+def _row_counterexample_html(cx) -> str:
+    n, at = cx.row_length, cx.position
+    lo, hi = cx.window()
+    cell = "<td style='padding:0 6px;font-family:monospace{}'>{}</td>"
+
+    def line(head: str, values) -> str:
+        tds = "".join(cell.format(";font-weight:bold;color:#c62828" if i == at else "", html.escape(_number(v)))
+                      for i, v in zip(range(lo, hi), list(values)[lo:hi]))
+        more = "<td style='padding:0 6px'>…</td>"
+        return f"<tr><th style='padding:0 8px;text-align:left'>{html.escape(head)}</th>{more if lo else ''}{tds}" \
+               f"{more if hi < n else ''}</tr>"
+
+    rows = [line(k, v) for k, v in cx.inputs.items()]
+    if at is None:  # one value per row
+        outputs = (f"<tr><th style='padding:0 8px;text-align:left'>got / expected</th><td colspan='{hi - lo}' "
+                   f"style='padding:0 6px;font-family:monospace'>{html.escape(_number(cx.got))} / "
+                   f"{html.escape(_number(cx.expected))}</td></tr>")
+        what = "the row's result differs"
+    else:
+        outputs = line("got", cx.got_row) + line("expected", cx.expected_row)
+        what = f"element {at} fails"
+    heads = "".join(f"<th style='padding:0 6px'>{i}</th>" for i in range(lo, hi))
+    gap = "<th></th>"
+    head = f"<tr><th></th>{gap if lo else ''}{heads}{gap if hi < n else ''}</tr>"
+    found = "" if cx.row_index is None else f", shrunk from row {cx.row_index} of the {cx.found_length}-element rows"
+    return (f"<b>counterexample</b>: a row of {n} element{'' if n == 1 else 's'}, {what}{html.escape(found)}"
+            f"<table class='gpuiter-counterexample gpuiter-row'><thead>{head}</thead>"
+            f"<tbody>{''.join(rows)}{outputs}</tbody></table>")
 
 
 def error_html(error: CompileError) -> str:
