@@ -32,6 +32,7 @@ import torch
 
 from ..ir import Program, ProgramBatch
 from ..lang.errors import CompileError
+from ..lang.spec import REDUCTION_OPS
 from ..runtime import fused, fused_cuda, vm
 from ..runtime.kernel import DTYPES, Kernel
 from ..runtime.reference import evaluate as host_evaluate
@@ -50,6 +51,7 @@ FUSED_DEVICES = ("cpu",)  # devices whose inputs go to the fused evaluator; else
 # every value of the key dtype is one of the value dtypes': what a reference program may run in unchanged
 _HOLDS = {"float64": ("float16", "bfloat16", "float32", "float64"), "float32": ("float16", "bfloat16", "float32"),
           "float16": ("float16",), "bfloat16": ("bfloat16",)}
+_REDUCTIONS = frozenset(REDUCTION_OPS)  # a program with one is a row kernel (Program.reduces, without its loop)
 TORCH_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
                 "float64": torch.float64}
 
@@ -454,7 +456,8 @@ def verify_programs(results: Sequence, reference, pool, *, tests: int | None = N
     names = ok[0].param_names or [f"x{i}" for i in range(n_params)]
     domains = _domains(domain, names)
     ref = Reference(reference, n_params, dtype)
-    if row_lengths is not None or (ref.program is not None and ref.program.reduces) or any(r.reduces for r in ok):
+    programs = ok if ref.program is None else [ref.program, *ok]
+    if row_lengths is not None or any(not _REDUCTIONS.isdisjoint(p.ops) for p in programs):
         from . import rows  # rows.py builds on this module
 
         if exhaustive:
