@@ -97,6 +97,46 @@ def test_each_reference_cache_key_invalidates():
     assert not sess.verify(SRC, SRC.replace("1.0", "1.5"), **OPTIONS).passed
 
 
+SOFTMAX = "def softmax(x):\n    e = exp(x - max(x))\n    return e / sum(e)\n"
+
+
+def test_row_lengths_reach_verify_and_verify_batch():
+    sess = gi.Session("cpu")
+    v = sess.verify(SOFTMAX, SOFTMAX, tests=60, row_lengths=[3, 5])
+    assert v.passed and v.row_lengths == (3, 5) and v.tests_run == 60
+    vs = sess.verify_batch([SOFTMAX, SOFTMAX.replace("sum(e)", "sum(e) + 1")], SOFTMAX, tests=60, row_lengths=(4,))
+    assert [w.passed for w in vs] == [True, False] and all(w.row_lengths == (4,) for w in vs)
+    assert gi.verify(SOFTMAX, SOFTMAX, tests=40, row_lengths=7).row_lengths == (7,)
+    # a row kernel without row_lengths gets the default lengths; an elementwise pair stays elementwise
+    assert len(sess.verify(SOFTMAX, SOFTMAX, tests=40).row_lengths) == 11
+    assert sess.verify(SRC, SRC, **OPTIONS).row_lengths is None
+
+
+def test_row_reference_outputs_are_cached_per_row_lengths():
+    sess = gi.Session("cpu")
+    calls = []
+
+    def ref(x):
+        calls.append(x.shape)
+        e = np.exp(x - x.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+
+    options = {"tests": 40, "domain": {"x": (-5, 5)}}
+    assert sess.verify(SOFTMAX, ref, row_lengths=[4, 8], **options).passed
+    assert calls == [(20, 4), (20, 8)]
+    assert sess.verify(SOFTMAX.replace("e / sum(e)", "e * (1 / sum(e))"), ref, row_lengths=[8, 4], **options).passed
+    assert len(calls) == 2 and sess.outputs.hits == 1  # the same lengths in another order: the same pools
+    assert sess.verify(SOFTMAX, ref, row_lengths=[4, 16], **options).passed  # another length: outputs afresh
+    assert calls[2:] == [(20, 4), (20, 16)]
+    assert sess.verify(SOFTMAX, ref, row_lengths=[4, 16], seed=1, **options).passed  # other rows
+    assert sess.verify(SOFTMAX, ref, row_lengths=[4, 16], dtype="float64", **options).passed  # other rounding
+    assert len(calls) == 8
+    # the verdict follows the lengths: wrong only on rows longer than 10
+    wrong = "def softmax(x):\n    e = exp(x - max(x))\n    return e / sum(e) if sum(1.0) < 10 else e\n"
+    assert sess.verify(wrong, ref, row_lengths=[4, 8], **options).passed
+    assert not sess.verify(wrong, ref, row_lengths=[4, 16], **options).passed
+
+
 def test_a_kernel_reference_in_another_dtype_is_another_entry():
     sess = gi.Session("cpu")
     src = "def f(x):\n    return x / 3.0\n"
@@ -265,7 +305,8 @@ def test_subscribe_current_follows_the_current_session_only(monkeypatch):
 
 
 @pytest.mark.parametrize("options", [{"dtype": "int8"}, {"tests": 0}, {"delta": 2}, {"rtol": -1},
-                                     {"exhaustive": "yes"}, {"seed": 1.5}, {"mode": "quantum"}])
+                                     {"exhaustive": "yes"}, {"seed": 1.5}, {"mode": "quantum"}, {"row_lengths": 0},
+                                     {"row_lengths": [8, -1]}, {"row_lengths": []}, {"row_lengths": 2.5}])
 def test_verify_checks_its_options_before_compiling(options):
     sess = gi.Session("cpu")
     events, _ = recorded(sess)

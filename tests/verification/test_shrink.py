@@ -8,7 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import jupyter_gpuiter as gi
-from jupyter_gpuiter.verification.shrink import complexity, shrink, simpler_values
+from jupyter_gpuiter.verification.shrink import (
+    TRIALS_PER_CALL,
+    complexity,
+    shrink,
+    shrink_row,
+    simpler_row_values,
+    simpler_values,
+)
 
 
 def test_counterexamples_are_shrunk_toward_simple_values():
@@ -90,3 +97,66 @@ def test_rounds_bound_the_work():
     fails, calls = _fails_where(lambda x, y: True)
     shrink([7.5, 9.25], fails, rounds=1)
     assert len(calls) == 2  # one call a parameter in the one round
+
+
+# --- rows -------------------------------------------------------------------------------------------------------
+
+def _rows_failing_where(predicate):
+    """A `fails` for shrink_row: each trial (a list of rows, one per parameter) fails where predicate says so."""
+    calls = []
+
+    def fails(trials):
+        calls.append(len(trials))
+        assert all(len({len(r) for r in t}) == 1 and len(t[0]) >= 1 for t in trials)  # rows of one length
+        return [predicate(*t) for t in trials]
+
+    return fails, calls
+
+
+def test_a_row_shrinks_to_the_one_element_that_fails_it_made_simple():
+    fails, _ = _rows_failing_where(lambda x: max(x) > 88.7)  # an overflowing exp
+    row = [0.25 * i for i in range(200)]
+    row[137] = 93.71
+    assert shrink_row([row], fails, bounds=[(-100.0, 100.0)]) == [[94.0]]  # two digits are simpler than three
+
+
+def test_a_row_keeps_the_elements_that_must_be_there_together():
+    # fails when the row has two elements at least 50 apart: it shrinks to two simple ones
+    fails, _ = _rows_failing_where(lambda x, y: max(x) - min(x) >= 50 and sum(y) != 0)
+    x = [3.3, -40.1, 7.7, 12.0, 21.21, 9.5]
+    y = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]
+    got = shrink_row([x, y], fails, bounds=[(-50.0, 50.0), (0.0, 1.0)])
+    assert len(got[0]) == 2 and fails([got]) == [True]
+    assert sorted(got[0]) == [-50.0, 0.0] or sorted(got[0]) == [0.0, 50.0]
+    assert got[1] in ([0.0, 1.0], [1.0, 0.0])
+
+
+def test_simpler_row_values_add_smaller_powers_of_ten():
+    assert simpler_row_values(3.4e38)[:8] == [0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 10.0]
+    assert 1e15 in simpler_row_values(3.4e38) and -10.0 in simpler_row_values(-777.0)
+    assert -100.0 not in simpler_row_values(-777.0)  # as many digits: not simpler
+    inside = simpler_row_values(-77777.0, -90000.0, -500.0)
+    assert -1000.0 in inside and all(-90000.0 <= v <= -500.0 for v in inside)
+    assert simpler_row_values(5.0) == simpler_values(5.0)  # nothing beyond for small values
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(-1e4, 1e4, allow_nan=False), min_size=1, max_size=70), st.data())
+def test_shrunk_rows_fail_stay_in_bounds_are_no_longer_and_no_more_complex(row, data):
+    lo = min(row) - data.draw(st.floats(0, 10))
+    hi = max(row) + data.draw(st.floats(0, 10))
+    threshold = data.draw(st.floats(-1e4, 1e4))
+    predicate = lambda x: max(x) >= min(max(row), threshold)
+    fails, _ = _rows_failing_where(predicate)
+    got = shrink_row([row], fails, bounds=[(lo, hi)])
+    assert predicate(got[0]) and 1 <= len(got[0]) <= len(row)
+    assert all(lo <= v <= hi for v in got[0])
+    assert max(map(complexity, got[0])) <= max(map(complexity, row))
+    assert len(got[0]) == 1  # one element alone fails: a max over the row
+
+
+def test_shortening_asks_in_batches():
+    fails, calls = _rows_failing_where(lambda x: len(x) >= 3 and x[0] < x[-1])
+    got = shrink_row([[float(i) for i in range(500)]], fails)
+    assert len(got[0]) == 3 and fails([got]) == [True]
+    assert max(calls) <= TRIALS_PER_CALL
