@@ -21,6 +21,7 @@ from ..lang import spec
 from ..lang.diagnostics import DIAGNOSTICS, ORDER, error
 from ..lang.errors import CompileError
 from ..lang.lexer import normalize_newlines, tokenize
+from ..lang.quick import quick_check
 from ..lang.rules import check
 
 _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv",
@@ -41,11 +42,15 @@ def _deep_recursion(limit: int = 20000):
         sys.setrecursionlimit(old)
 
 
-def check_source(source: str):
-    """Phases A and B: the tokens, the file structure, or the first CompileError."""
+def _check_size(source: str) -> None:
     size = len(source.encode("utf-8", errors="surrogatepass"))
     if size > spec.MAX_SOURCE_BYTES:
         raise error("source_too_large", 1, 1, source, size=size)
+
+
+def check_source(source: str):
+    """Phases A and B: the tokens, the file structure, or the first CompileError."""
+    _check_size(source)
     src = normalize_newlines(source)
     tokens, lex_error = tokenize(src)
     structure, errors = check(tokens, src, complete=lex_error is None)
@@ -261,13 +266,25 @@ def parser_message(source: str) -> str:
     return "invalid syntax"
 
 
-def compile_source(source: str) -> Program:
-    """Compile one kernel-language function to a Program, or raise CompileError."""
-    src, tokens, structure = check_source(source)
+def compile_source(source: str, quick: bool = True) -> Program:
+    """Compile one kernel-language function to a Program, or raise CompileError.
+
+    With `quick` (the default), phase B is first lang/quick.py's conservative check: a source it vouches for
+    goes to the parser without the reference lexer and token rules, which run only when an error is to be
+    reported, so that it is the one they would report first (the same Program, the same errors)."""
+    _check_size(source)
+    src = normalize_newlines(source)
+    has_docstring = quick_check(src) if quick else None
+    structure = None
+    if has_docstring is None:
+        src, tokens, structure = check_source(source)
+        has_docstring = structure.docstring_line >= 0
     src = _encodable(src)
     try:
         tree = ast.parse(src)
     except SyntaxError as e:
+        if structure is None:
+            _, tokens, structure = check_source(source)
         line = e.lineno or 1
         # statements' first lines: each logical line's, and a one-line def's body (`def f(x): return x`)
         starts = [tokens[a].line for a, _ in structure.lines]
@@ -278,6 +295,8 @@ def compile_source(source: str) -> Program:
         col = (e.offset or 1) if start == line else 1
         raise error("python_syntax", start, col, source, message=e.msg) from None
     except (RecursionError, MemoryError):
+        if structure is None:
+            check_source(source)
         raise error("nested_too_deeply", 1, 1, source) from None
     fn = tree.body[0]
     assert isinstance(fn, ast.FunctionDef) and len(tree.body) == 1, "the token rules admit one def only"
@@ -289,8 +308,10 @@ def compile_source(source: str) -> Program:
             if a.arg in seen:
                 w.error(a, 0, 0, "duplicate_parameter", name=a.arg)
             seen.add(a.arg)
-        ret = w.body(fn, structure.docstring_line >= 0)
+        ret = w.body(fn, has_docstring)
     if w.errors:
+        if structure is None:
+            check_source(source)
         line, col, *_, n = min(w.errors)
         ident, fields = w.found[n]
         raise error(ident, line, col, source, **fields)

@@ -1,12 +1,17 @@
 """The serial compiler (compilers/serial.py), the oracle: its verdicts on hand-written edge cases, and where each
 phase reports its first error (size, lexer and token rules, CPython's parser, the tree walk)."""
 
-import pytest
+import random
 
-from jupyter_gpuiter import CompileError
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jupyter_gpuiter import CompileError, generate
 from jupyter_gpuiter.compilers.serial import compile_source, compile_sources
 from jupyter_gpuiter.lang import spec
 from jupyter_gpuiter.lang.errors import ERROR_KINDS
+from tests.lang.test_quick import single_edit
 from tests.support.edge_cases import INVALID, VALID
 
 
@@ -70,3 +75,44 @@ def test_compile_sources_reports_each_source_in_place_without_raising():
     assert [type(r).__name__ for r in results] == ["Program", "CompileError", "CompileError", "Program"]
     assert results[0].text() == compile_source(VALID[0]).text()
     assert (results[1].kind, results[1].line) == ("unknown-name", 2)
+
+
+def _result(source: str, quick: bool):
+    try:
+        p = compile_source(source, quick=quick)
+    except CompileError as e:
+        return "error", e.id, e.kind, e.line, e.col, e.message
+    return p.text(), p.param_names, p.name, repr(p.imms)
+
+
+def assert_quick_is_full(sources):
+    """compile_source with lang/quick.py's check gives what the full lexer and rules give: the same Program
+    (text, names, immediates) or the same error (id, kind, line, column, message)."""
+    bad = [s for s in sources if _result(s, True) != _result(s, False)]
+    assert not bad, f"{len(bad)} of {len(sources)} differ; first: {bad[0]!r}"
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_quick_check_changes_no_result_on_generated_and_mutated_programs(seed):
+    sources = generate.generate_batch(300, 3000 + seed)
+    assert_quick_is_full(sources + [m for m, _ in generate.mutate_batch(sources, 4000 + seed)] + VALID
+                         + [s for s, _ in INVALID] + [s for s, *_ in POSITIONS])
+
+
+def test_the_quick_check_changes_no_result_on_single_edits():
+    """Near-valid sources, where the quick check's refusals must fall exactly on the rules' errors."""
+    rng = random.Random(5)
+    base = [s for s, *_ in POSITIONS] + VALID + [
+        ("def f(x, y):\n    d = x - y  # c\n    h = where(abs(d) < 1.0, 0.5 * d * d,\n              abs(d) - 0.5)\n"
+         "    return math.exp(-d) * h + 1e-1 * tanh(x * y) if not x > 2 else -y\n"),
+        'def f(a):\n    """A docstring."""\n    a += 2.5\n    return sum(a) / max(a, 1)\n']
+    assert_quick_is_full([single_edit(rng, rng.choice(base)) for _ in range(3000)])
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(["def f(x):\n    ", "return ", "x", "y", " ", "\n    ", "\n", "(", ")", "+", "-", "*",
+                                 "**", ",", "=", "+=", ".", "math", "sin", "max", "1", "0.5", "1e3", "if ", " else ",
+                                 "not ", "'''d'''", '"', "#", "\\", "\t", ";", ":", "é", "[", "==", "True"]),
+                max_size=25))
+def test_the_quick_check_changes_no_result_on_random_text(pieces):
+    assert_quick_is_full(["".join(pieces), "def f(x):\n    " + "".join(pieces)])
