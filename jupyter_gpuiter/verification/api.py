@@ -11,7 +11,8 @@ torch-op VM and compare.py, over blocks of candidates and chunks of inputs, coun
 (up to each candidate's first failing tile). Memory is bounded by the pool: the reference runs on chunks of inputs,
 its rounded outputs take one value per input, and everything else is per chunk. A counterexample is the
 first failing input, shrunk on demand (when it is first read) toward simple values inside the domain
-where the reference is defined.
+where the reference is defined. Row kernels (docs/verification.md, "Row kernels") go to rows.py, which runs
+them on pools of rows with this module's Reference and ReferenceOutputs.
 """
 
 from __future__ import annotations
