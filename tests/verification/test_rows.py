@@ -8,6 +8,8 @@ import math
 import numpy as np
 import pytest
 import torch
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 import jupyter_gpuiter as gi
 from jupyter_gpuiter.runtime import reference as host
@@ -324,3 +326,26 @@ def test_progress_counts_rows():
     gi.current_session().verify(SOFTMAX, SOFTMAX, tests=300, row_lengths=[2, 5, 9],
                                 progress=lambda done, total: seen.append((done, total)))
     assert seen == [(100, 300), (200, 300), (300, 300)]
+
+
+MUTATIONS = [("sum(", "mean("), ("mean(", "sum("), ("max(", "min("), ("exp(", "expm1("), ("1e-5", "1e-2"),
+             ("1e-6", "1e-1"), ("x - ", "x + "), ("** 2", "** 3"), ("log(", "log1p("), ("* g", "* g * 1.001"),
+             ("p * ", "q * ")]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(REAL)), st.sampled_from(MUTATIONS), st.integers(0, 3),
+       st.lists(st.sampled_from([1, 2, 3, 7, 31, 33, 128]), min_size=1, max_size=3, unique=True))
+def test_every_counterexample_of_a_mutated_kernel_is_in_domain_shrunk_and_really_fails(name, mutation, seed, lengths):
+    src, fn, _ = REAL[name]
+    assume(mutation[0] in src)
+    mutated = src.replace(*mutation)
+    v = gi.verify(mutated, fn, domain=domain_of(name), seed=seed, row_lengths=lengths, tests=300)
+    if v.passed or v.error is not None or v.counterexample is None:
+        return
+    cx = v.counterexample
+    assert cx.found_length in lengths and 1 <= cx.row_length <= cx.found_length
+    for p, row in cx.inputs.items():
+        lo, hi = domain_edges(Domain(*map(float, domain_of(name)[p].split(":"))), "float32")
+        assert ((row >= lo) & (row <= hi)).all()
+    assert fails_on_host(mutated, fn, cx), (mutated, cx)
