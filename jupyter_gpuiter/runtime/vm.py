@@ -7,7 +7,8 @@ once per batch (a few KB); inputs are chunked so that registers fit a memory bud
 
 Row kernels (run(..., row=n)): the inputs are rows of n (row r is columns r*n..(r+1)*n-1), a chunk holds
 whole rows, and a reduction reduces each row of its operand (torch_ops.reduce_rows: float64, rounded
-once) and repeats the row's value along the row, so every output is per element.
+once) and repeats the row's value along the row, so every output is per element. Where one row of every
+program's registers is over the budget, the programs run in groups that fit it.
 """
 
 from __future__ import annotations
@@ -104,6 +105,11 @@ def run(batch: ProgramBatch, inputs: torch.Tensor, dtype: str = "float32", *, sc
         raise ValueError(f"{n} inputs are not whole rows of {row}")
     regs_per_prog = sched.n_regs
     item = torch.finfo(tdt).bits // 8
+    if row and B > 1 and B * regs_per_prog * item * row > budget:
+        # one row of every program's registers is over the budget: programs in groups, a row at a time
+        group = max(1, budget // (regs_per_prog * item * row))
+        return torch.cat([run(_programs(batch, lo, min(B, lo + group)), inputs, dtype, budget=budget, row=row)
+                          for lo in range(0, B, group)])
     chunk = max(1, min(n, budget // max(1, B * regs_per_prog * item)))
     if row:
         chunk = max(1, chunk // row) * row  # whole rows (at least one, over the budget if it must)
@@ -114,6 +120,12 @@ def run(batch: ProgramBatch, inputs: torch.Tensor, dtype: str = "float32", *, sc
         out[:, lo:hi] = torch.where(valid, _run_chunk(sched, x[:, lo:hi], B, regs_per_prog, tdt, row),
                                     out[:, lo:hi])
     return out
+
+
+def _programs(batch: ProgramBatch, lo: int, hi: int) -> ProgramBatch:
+    """Programs lo..hi-1 of the batch (views)."""
+    return ProgramBatch(batch.ops[lo:hi], batch.args[lo:hi], batch.imm[lo:hi], batch.lengths[lo:hi],
+                        batch.n_params[lo:hi], batch.error[lo:hi], batch.messages[lo:hi] if batch.messages else None)
 
 
 def _run_chunk(sched: Schedule, x: torch.Tensor, B: int, n_regs: int, tdt, row: int = 0) -> torch.Tensor:
