@@ -39,6 +39,10 @@ ROUND_PAIRS = 4096
 MAX_TESTS = 1 << 20
 #: Values (programs x tests) one VM call computes at most in check_pairs.
 CHECK_VALUES = 1 << 24
+#: Row length of check_pairs' inputs when a pair holds a row kernel: long enough that sum, mean, max and
+#: min of a row differ, odd so that a row's halves do not pair up. The tests are then rows of this
+#: many values (rounded up to whole rows).
+CHECK_ROW = 7
 
 
 def check_pairs(candidates: list[Program], references: list[Program], tests: int, device, seed: int = 0,
@@ -46,25 +50,32 @@ def check_pairs(candidates: list[Program], references: list[Program], tests: int
     """Per pair: True where the candidate matches its reference on the same `tests` random inputs.
 
     VM passes cover at most CHECK_VALUES values each; a reference shared by many pairs runs once a pass.
+    Where a candidate or its reference is a row kernel, the inputs are rows of CHECK_ROW values and the
+    pass runs row-wise (an elementwise program gives the same values either way); a candidate must then
+    also return per row exactly where its reference does.
     """
     if not candidates:
         return torch.zeros(0, dtype=torch.bool)
     if len(candidates) != len(references):
         raise ValueError(f"{len(candidates)} candidates for {len(references)} references")
     n_params = max(max(p.n_params for p in candidates), max(p.n_params for p in references), 1)
-    x = make_inputs(n_params, tests, dtype=dtype, seed=seed, device=device)
-    per = max(1, CHECK_VALUES // tests)
+    rows = any(p.reduces for p in candidates) or any(p.reduces for p in references)
+    n = -(-tests // CHECK_ROW) * CHECK_ROW if rows else tests
+    x = make_inputs(n_params, n, dtype=dtype, seed=seed, device=device)
+    per = max(1, CHECK_VALUES // n)
     passed = []
     for lo in range(0, len(candidates), per):
         cands, refs = candidates[lo: lo + per], references[lo: lo + per]
         distinct: dict[int, int] = {}
         row = [distinct.setdefault(id(r), len(distinct)) for r in refs]
         unique = list({id(r): r for r in refs}.values())
-        got = vm.run(ProgramBatch.from_results(cands, device=device), x, dtype)
-        expected = vm.run(ProgramBatch.from_results(unique, device=device), x, dtype)
+        row_length = CHECK_ROW if rows else 0
+        got = vm.run(ProgramBatch.from_results(cands, device=device), x, dtype, row=row_length)
+        expected = vm.run(ProgramBatch.from_results(unique, device=device), x, dtype, row=row_length)
         expected = expected[torch.tensor(row, device=expected.device)]
-        same_arity = torch.tensor([c.n_params == r.n_params for c, r in zip(cands, refs)], device=got.device)
-        passed.append((compare(got, expected, dtype=dtype).passed & same_arity).cpu())
+        same_shape = torch.tensor([c.n_params == r.n_params and c.returns_per_row() == r.returns_per_row()
+                                   for c, r in zip(cands, refs)], device=got.device)
+        passed.append((compare(got, expected, dtype=dtype).passed & same_shape).cpu())
     return torch.cat(passed)
 
 
@@ -157,4 +168,4 @@ def compile_batch(sources: Sequence[str], device=None, *, k: int = 4, tests: int
     return BatchResult(results, "hybrid", batch=batch, timings=seconds, paths=paths, stats=stats)
 
 
-__all__ = ["CHECK_VALUES", "MAX_TESTS", "ROUND_PAIRS", "check_pairs", "check_tests", "compile_batch"]
+__all__ = ["CHECK_ROW", "CHECK_VALUES", "MAX_TESTS", "ROUND_PAIRS", "check_pairs", "check_tests", "compile_batch"]

@@ -91,6 +91,13 @@ def model_config_of(ck: dict, path: str | Path) -> ModelConfig:
 def model_from_checkpoint(ck: dict, path: str | Path) -> Seq2Seq:
     """A float32 Seq2Seq on the CPU from a checkpoint dict; ValueError when the weights do not fit it."""
     config = model_config_of(ck, path)
+    vocab = ck.get("vocab")  # the token list, in checkpoints written since row kernels
+    if vocab is not None and (not isinstance(vocab, list) or vocab != tk.VOCAB):
+        if not isinstance(vocab, list):
+            raise ValueError(f"{path}: 'vocab' must be a list of tokens, got a {type(vocab).__name__}")
+        first = next((i for i, (a, b) in enumerate(zip(vocab, tk.VOCAB)) if a != b), min(len(vocab), len(tk.VOCAB)))
+        raise ValueError(f"{path}: the model was made for other tokens (its vocabulary differs from this "
+                         f"version's at id {first})")
     # Shapes are compared on the meta device first, so a config that does not match its weights (or
     # asks for a huge model) is refused before anything is allocated.
     with torch.device("meta"):

@@ -8,7 +8,8 @@ Each token also carries its bracket depth, a lexer-level feature that makes prec
 Output: a postfix program over a value stack. `S<k>` pushes the value a name holds (no instruction),
 `NUM`/`pi`/`True`… emit a constant (literal values are taken in source order, which is the order the
 canonical IR emits them), an op pops its operands and emits one instruction, `min #3` folds three
-values left, `SET S<k>` binds a name, `RET` returns. Two select tokens keep their stack orders apart:
+values left, `SET S<k>` binds a name, `RET` returns. A reduction (`sum`, `mean`, and `amax`/`amin` for
+one-argument `max`/`min`) pops one value and emits its IR op, like any one-operand op. Two select tokens keep their stack orders apart:
 `ifexp` (then, cond, else) and `select` (cond, a, b, as `where` takes them).
 
 `decode()` turns a postfix sequence into the canonical Program deterministically; `postfix()` makes the
@@ -33,19 +34,31 @@ MAX_DEPTH = 32  # bracket depths past this share one embedding
 
 _SPECIAL = ["<pad>", "<bos>", "<eos>"]
 _SLOTS = [f"S{k}" for k in range(MAX_SLOTS)]
+#: Builtins added after the first shipped vocabulary (row kernels). Their tokens are appended at the end
+#: of VOCAB, so every older token keeps its id and a checkpoint trained before them can be fine-tuned
+#: (its embedding grows by the new rows). A later addition goes after these, never between.
+_ADDED_BUILTINS = ["mean", "sum"]
+_ADDED_OPS = ["amax", "amin"]
+_BUILTINS_V1 = sorted(set(spec.BUILTINS) - set(_ADDED_BUILTINS))
 _SOURCE = (["FN", "NUM", "STR", "NL", "NS"] + list(spec.KEYWORDS) + list(spec.TOKEN_KINDS[5:31])
-           + sorted(spec.BUILTINS) + sorted(spec.CONSTANTS))
+           + _BUILTINS_V1 + sorted(spec.CONSTANTS))
 _BINARY = {b.ir_op for b in spec.BINARY_OPS.values()}
-_FIXED_BUILTINS = sorted({b.ir_op for b in spec.BUILTINS.values() if b.arity[0] == b.arity[1]} - {"select"})
+_FIXED_BUILTINS = sorted({b.ir_op for b in spec.BUILTINS.values() if b.arity[0] == b.arity[1]}
+                         - {"select"} - set(spec.REDUCTION_OPS))
 #: Output ops and how many stack values each pops (each pushes one).
 OP_ARITY = {"neg": 1, "pos": 1, "not": 1, "ifexp": 3, "select": 3, **{op: 2 for op in _BINARY},
-            **{op: spec.IR_OP_BY_NAME[op].nargs for op in _FIXED_BUILTINS}}
+            **{op: spec.IR_OP_BY_NAME[op].nargs for op in _FIXED_BUILTINS},
+            **{op: 1 for op in spec.REDUCTION_OPS}}
 _FOLDS = sorted(op for op in {b.ir_op for b in spec.BUILTINS.values() if b.arity[0] != b.arity[1]})
 _MAX_FOLD = max(b.arity[1] for b in spec.BUILTINS.values())
 _COUNTS = [f"#{n}" for n in range(2, _MAX_FOLD + 1)]
-_TARGET = ["SET", "RET"] + sorted(OP_ARITY) + _FOLDS + _COUNTS + ["True", "False"]
+_TARGET = (["SET", "RET"] + sorted(set(OP_ARITY) - set(spec.REDUCTION_OPS)) + _FOLDS + _COUNTS
+           + ["True", "False"])
 
-VOCAB: list[str] = list(dict.fromkeys(_SPECIAL + _SLOTS + _SOURCE + _TARGET))
+VOCAB: list[str] = list(dict.fromkeys(_SPECIAL + _SLOTS + _SOURCE + _TARGET + _ADDED_BUILTINS + _ADDED_OPS))
+#: The sizes of earlier shipped vocabularies, each a prefix of this one (152: before row kernels), so a
+#: checkpoint made for one can be fine-tuned after growing its embedding (train.init_model).
+PAST_VOCAB_SIZES = (152,)
 INDEX = {t: i for i, t in enumerate(VOCAB)}
 PAD, BOS, EOS = INDEX["<pad>"], INDEX["<bos>"], INDEX["<eos>"]
 _CONST_TOKENS = set(spec.CONSTANTS)
@@ -168,9 +181,13 @@ def postfix(source: str, encoded: Encoded | None = None) -> list[str]:
             out.append("ifexp")
         elif isinstance(node, ast.Call):
             f = node.func
-            builtin = spec.BUILTINS[f.id if isinstance(f, ast.Name) else f.attr]
+            fname = f.id if isinstance(f, ast.Name) else f.attr
+            builtin = spec.BUILTINS[fname]
             for a in node.args:
                 expr(a)
+            if len(node.args) == 1 and fname in spec.REDUCTIONS:  # sum, mean, one-argument max/min
+                out.append(spec.REDUCTIONS[fname])
+                return
             out.append(builtin.ir_op)
             if builtin.arity[0] != builtin.arity[1]:
                 out.append(f"#{len(node.args)}")
