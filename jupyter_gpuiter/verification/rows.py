@@ -162,28 +162,37 @@ def _compare_groups(programs: list[Program], arrays: fused.ProgramArrays, groups
 
 def _compare_group(programs, arrays, which, counts: RowCounts, g: int, n: int, x: torch.Tensor, want, dtype, rtol,
                    atol) -> np.ndarray:
-    """One length's rows for the candidates `which` (programs/arrays in that order); those still running."""
+    """One length's rows for the candidates `which` (programs/arrays in that order), a block of rows at a time
+    (whole rows of about api.BLOCK inputs for the fused evaluators, api.TORCH_ELEMENTS outputs for the torch VM
+    and the host), each block for the candidates still running; those still running after the length."""
     if x.device.type in api.FUSED_DEVICES and _takes_rows(fused.compare):
-        xs = fused.as_registers(api._host_inputs(x, dtype), dtype)
-        return counts.add(which, fused.compare(arrays, xs, want, dtype, rtol, atol, row=n), g)
-    if (x.device.type == "cuda" and fused_cuda.available() and _takes_rows(fused_cuda.compare)
-            and max(len(p) for p in programs) <= fused_cuda.MAX_REGS):
-        return counts.add(which, fused_cuda.compare(arrays, x, want, dtype, rtol, atol, row=n), g)
+        path, budget = "fused", api.BLOCK
+    elif (x.device.type == "cuda" and fused_cuda.available() and _takes_rows(fused_cuda.compare)
+          and max(len(p) for p in programs) <= fused_cuda.MAX_REGS):
+        path, budget = "cuda", api.BLOCK
+    else:
+        path, budget = "vm" if _takes_rows(vm.run) else "host", api.TORCH_ELEMENTS // max(1, len(programs))
     r = x.shape[1] // n
-    step = max(1, api.TORCH_ELEMENTS // max(1, n * len(programs)))  # rows per pass
-    want_t = torch.from_numpy(want)
+    step = max(1, budget // n)  # rows per block
+    batch = ProgramBatch.from_results(programs).to(x.device) if path == "vm" else None
     running = which
-    use_vm = _takes_rows(vm.run)
-    batch = ProgramBatch.from_results(programs).to(x.device) if use_vm else None
     alive = np.arange(len(programs))  # positions in `programs` of the candidates still running
     for lo in range(0, r, step):
         hi = min(r, lo + step)
         part_x = x[:, lo * n:hi * n]
-        if use_vm:
-            got = vm.run(batch, part_x, dtype, row=n)[torch.as_tensor(alive, device=x.device)]
+        part_want = want[lo * n:hi * n]
+        sub = arrays if len(alive) == len(programs) else arrays.select(alive)
+        if path == "fused":
+            xs = fused.as_registers(api._host_inputs(part_x, dtype), dtype)
+            part = fused.compare(sub, xs, part_want, dtype, rtol, atol, row=n)
+        elif path == "cuda":
+            part = fused_cuda.compare(sub, part_x, part_want, dtype, rtol, atol, row=n)
         else:
-            got = _host_outputs([programs[i] for i in alive], part_x, n, dtype)
-        part = _row_comparison(got, want_t[lo * n:hi * n].to(got.device), n, dtype, rtol, atol)
+            if path == "vm":
+                got = vm.run(batch, part_x, dtype, row=n)[torch.as_tensor(alive, device=x.device)]
+            else:
+                got = _host_outputs([programs[i] for i in alive], part_x, n, dtype)
+            part = _row_comparison(got, torch.from_numpy(part_want).to(got.device), n, dtype, rtol, atol)
         still = counts.add(running, part, g, lo)
         alive = alive[np.isin(running, still)]
         running = still

@@ -321,6 +321,23 @@ def test_every_evaluator_path_gives_the_same_verdicts(path):
     assert math.isfinite(vs[2].max_abs_err)
 
 
+@pytest.mark.parametrize("path_", ["fused", "torch-vm"])
+def test_blocks_of_rows_give_the_verdicts_of_one_pass(path_, monkeypatch):
+    cands = [SOFTMAX, WRONG["softmax_without_max"][0]]
+    options = {"domain": {"x": (-100, 100)}, "tests": 900, "row_lengths": [3, 40]}
+    if path_ != "fused":
+        monkeypatch.setattr(api, "FUSED_DEVICES", ())
+    whole = gi.Session("cpu").verify_batch(cands, SOFTMAX, **options)
+    monkeypatch.setattr(api, "BLOCK", 64)  # a few rows a block (fused): 21 rows of 3, 1 row of 40
+    monkeypatch.setattr(api, "TORCH_ELEMENTS", 128)  # the same for the torch VM over two candidates
+    blocks = gi.Session("cpu").verify_batch(cands, SOFTMAX, **options)
+    assert [v.passed for v in blocks] == [v.passed for v in whole] == [True, False]
+    assert blocks[0].tests_run == whole[0].tests_run == 900
+    a, b = blocks[1].counterexample, whole[1].counterexample
+    assert (a.row_index, a.found_length) == (b.row_index, b.found_length)
+    assert blocks[1].tests_run <= whole[1].tests_run  # both stop early, blocks at least as soon
+
+
 def test_progress_counts_rows():
     seen = []
     gi.current_session().verify(SOFTMAX, SOFTMAX, tests=300, row_lengths=[2, 5, 9],
