@@ -72,6 +72,7 @@ def verify_rows(results: list, ref: api.Reference, pool, *, names: list[str], do
             reasons[j] = (f"the candidate returns {_kind(r.returns_per_row())} but the reference returns "
                           f"{_kind(outs.per_row)}")
     run = [j for j, r in enumerate(results) if isinstance(r, Program) and j not in reasons]
+    position = {j: i for i, j in enumerate(run)}
     if run:
         arrays = (fused.ProgramArrays.from_batch(batch) if batch is not None else
                   fused.ProgramArrays.from_programs(results)).select(np.array(run))
@@ -89,7 +90,7 @@ def verify_rows(results: list, ref: api.Reference, pool, *, names: list[str], do
             verdicts.append(Verdict(False, 0, 0, 1.0, delta, reason=reasons[j], trivial=trivial, compiler=compiler[j],
                                     timings=dict(timings), **common))
             continue
-        i = run.index(j)
+        i = position[j]
         f = int(cmp.failures[i])
         passed = f == 0 and trivial is None
         cx = None
