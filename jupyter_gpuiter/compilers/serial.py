@@ -2,7 +2,8 @@
 
 Phases, each reporting the first error it finds (docs/language.md, "Errors"):
   A. limits on the source size;
-  B. the reference lexer and the token rules (lang/lexer.py, lang/rules.py);
+  B. the reference lexer and the token rules (lang/lexer.py, lang/rules.py), run only where lang/quick.py's
+     conservative check cannot vouch for the source or a later phase has an error to report;
   C. CPython's parser (`ast.parse`), whose syntax errors are reported at the first line of the
      statement that contains them;
   D. a walk over the tree: names, calls, arity, types, statement shapes; the first error by
@@ -43,7 +44,7 @@ def _deep_recursion(limit: int = 20000):
 
 
 def _check_size(source: str) -> None:
-    size = len(source.encode("utf-8", errors="surrogatepass"))
+    size = len(source) if source.isascii() else len(source.encode("utf-8", errors="surrogatepass"))
     if size > spec.MAX_SOURCE_BYTES:
         raise error("source_too_large", 1, 1, source, size=size)
 

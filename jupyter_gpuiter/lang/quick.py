@@ -76,46 +76,39 @@ def _body(text: str, indent: str) -> tuple[int, int] | None:
     get, name_start, number = _CLASS.get, _NAME_START, _NUMBER_RE.fullmatch
     line_start = "\n" + indent
     calls: list[bool] = []  # per open bracket: whether it is a call's (where commas belong)
-    tokens = iter(_TOKEN_RE.findall("\n" + text))
+    found = _TOKEN_RE.findall("\n" + text)
+    tokens = iter(found)
     newline = None  # the newline token before the next logical line, if it is still to start
     prev = OTHER  # the previous token's class
-    count = lines = unary_run = 0
+    lines = skipped = prefixes = 0
     for t in tokens:
         k = get(t)
         if k is None:
             c = t[0]
             if c in name_start:
                 k = NAME
-            elif c == "\n":
-                if not calls:
+            elif c == "\n" or c == "#":
+                skipped += 1
+                if c == "\n" and not calls:
                     newline = t
-                continue
-            elif c == "#":
                 continue
             elif number(t) and len(t) <= spec.MAX_NUMBER_CHARS:
                 k = NUMBER
             else:
                 return None
-        count += 1
         if newline is not None:  # a logical line's first token
             if newline != line_start or k == IF:
                 return None
-            newline, prev, unary_run = None, OTHER, 0
+            newline, prev = None, OTHER
             lines += 1
-        if k <= CONSTANT:
-            unary_run = 0
-        elif k >= PREFIX:
-            if k == REJECT:
-                return None
-            if k == NOT or not NAME <= prev <= CLOSE:
-                unary_run += 1
-                if unary_run > spec.MAX_NESTING:
+        if k > CONSTANT:
+            if k >= PREFIX:
+                if k == REJECT:
                     return None
-            else:
-                unary_run = 0
-        else:
-            unary_run = 0
-            if k == OPEN:
+                # (prefix operators in a row are limited: the count of all of them is at least the longest run)
+                if k == NOT or not NAME <= prev <= CLOSE:
+                    prefixes += 1
+            elif k == OPEN:
                 if NUMBER <= prev <= CLOSE:
                     return None
                 calls.append(NAME <= prev <= NS)
@@ -134,16 +127,15 @@ def _body(text: str, indent: str) -> tuple[int, int] | None:
             elif k == STAR:
                 if not NAME <= prev <= CLOSE:
                     return None
-            elif k == DOT:  # only math.NAME and np.NAME, the name right after the point
+            else:  # DOT: only math.NAME and np.NAME, the name right after the point
                 if prev != NS:
                     return None
                 t = next(tokens, "")
                 k = get(t)
                 if not (k == NS or k is None and t[:1] in name_start):
                     return None
-                count += 1
                 k = NAME  # (a point after it is an error)
         prev = k
-    if calls:
+    if calls or prefixes > spec.MAX_NESTING:
         return None
-    return count, lines
+    return len(found) - skipped, lines
