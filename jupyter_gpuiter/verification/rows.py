@@ -53,6 +53,9 @@ def verify_rows(results: list, ref: api.Reference, pool, *, names: list[str], do
     """verify_programs for row kernels (its options already checked; `delta` is each candidate's share)."""
     lengths = as_row_lengths(row_lengths)
     n_params = ref.n_params
+    if n_params == 0:
+        raise ValueError("a row kernel is checked on rows of its parameters, and this one takes none: give it a "
+                         "parameter (or, for an elementwise kernel, leave row_lengths unset)")
     total = as_count("tests", tests, minimum=1) if tests is not None else tests_needed(api.DEFAULT_EPSILON, delta)
     counts = split_rows(total, lengths)
     elements = sum(r * n for r, n in zip(counts, lengths))

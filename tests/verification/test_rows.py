@@ -285,6 +285,14 @@ def test_exhaustive_and_rows_do_not_mix():
                   row_lengths=[4])
 
 
+def test_a_row_kernel_without_parameters_is_a_clear_value_error():
+    const = "def f():\n    return sum(1.0)\n"
+    with pytest.raises(ValueError, match="takes none"):
+        gi.verify(const, const)
+    with pytest.raises(ValueError, match="takes none"):
+        gi.verify("def f():\n    return 1.0\n", "def f():\n    return 1.0\n", row_lengths=[3])
+
+
 def test_too_many_rows_for_memory_is_a_clear_value_error():
     sess = gi.Session("cpu")
     sess.pool.max_bytes = 1 << 20
