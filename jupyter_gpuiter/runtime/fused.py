@@ -21,6 +21,16 @@ rounds every step, its % is nan where a / b overflows); transcendental functions
 here (but float32 exp, tanh and sigmoid: through _exp_f32, a float64 exp that vectorises) and from SLEEF in
 torch, all within about 1 ULP, so they may differ by an ULP. The sign of a nan an op produces is the CPU's
 (and unspecified by IEEE 754): copysign(x, nan) shows it.
+
+Row kernels (row=n, docs/language.md "Row kernels"): the inputs are rows of n (row r is x[:, r*n:(r+1)*n]) and
+a tile is whole rows (TILE // n of them, or one row longer than TILE, with registers sized for it). A
+reduction reduces each row of its operand and repeats the row's value along the row, so a per-row value is
+held broadcast and every output is per element. sum and mean accumulate in float64 in NumPy's pairwise
+order (np.sum's: a float64 row sums bit for bit as the reference evaluator's, float32 and 16-bit rows too up
+to NumPy's 8,192-element cast buffer) and round once to the kernel dtype (16-bit: through float32 rounded to
+odd); max and min are IEEE 754-2019's maximum and minimum (the row's first nan if it has one; -0 < +0, where
+np.max keeps whichever of equal zeros its loop meets last). compare then counts rows: a row fails when one of
+its elements does.
 """
 
 from __future__ import annotations
@@ -800,8 +810,12 @@ class ProgramArrays:
 
     @property
     def reduces(self) -> bool:
-        """Whether a program here is a row kernel (has a reduction: the last opcodes, spec.IR_OPS)."""
-        return bool(self.ops.size) and int(self.ops.max()) >= FIRST_REDUCTION
+        """Whether a program here is a row kernel (has a reduction: the last opcodes, spec.IR_OPS); computed
+        once (the arrays are not changed after packing)."""
+        known = self.__dict__.get("_reduces")
+        if known is None:
+            known = self.__dict__["_reduces"] = bool(self.ops.size) and int(self.ops.max()) >= FIRST_REDUCTION
+        return known
 
     def select(self, rows: np.ndarray) -> ProgramArrays:
         return ProgramArrays(self.ops[rows], self.args[rows], self.imm[rows], self.lengths[rows])
@@ -828,7 +842,9 @@ class ProgramArrays:
 @dataclass
 class Comparison:
     """Per program: failures seen, first failing input (-1: none), max abs / rel / ULP error over finite
-    pairs, and inputs evaluated (fewer than all when it stopped at its first failing tile)."""
+    pairs, and inputs evaluated (fewer than all when it stopped at its first failing tile). From a compare
+    in row mode (row=n), failures, first_failure and evaluated count rows (failing rows, the first failing
+    row's index, rows evaluated); the errors are still over elements."""
 
     failures: np.ndarray
     first_failure: np.ndarray
