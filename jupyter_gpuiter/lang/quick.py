@@ -2,11 +2,12 @@
 the token rules (lang/lexer.py, lang/rules.py) — whether its body opens with a docstring — else None.
 
 It admits a common subset only: a one-line `def name(params):` header at the start of a line, a body at one
-indentation (spaces and tabs), at most an unprefixed docstring without backslashes, names, unseparated decimal
-numbers, the language's operators, `math.`/`np.` attributes and comments; no continuation backslash, form
-feed, string outside the docstring or non-ASCII outside comments and the docstring. Within it, every token
-rule is checked as rules.check does, over token texts from one regex pass (no Token objects). None means
-"not known": the caller runs the full lexer and rules, so every error is still theirs.
+indentation (spaces and tabs), at most an unprefixed docstring without backslashes, names, decimal numbers
+without `_`, the language's operators, `math.`/`np.` attributes and comments; no continuation backslash,
+form feed, string outside the docstring or non-ASCII outside comments and the docstring. Within it, every
+token rule is checked as rules.check does (a few more strictly), over token texts from one regex pass: no
+Token objects. None means "not known": the caller runs the full lexer and rules, so every error is theirs.
+tests/lang/test_quick.py holds it to that.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ _HEAD_RE = re.compile(
 # whatever sticks to it (checked by _NUMBER_RE), an operator, or any other character (never admitted)
 _TOKEN_RE = re.compile(rf"[ \t]*(\n[ \t]*|#{_C}*|{_NAME}|(?:[0-9]|\.[0-9])(?:[A-Za-z0-9_.]|(?<=[eE])[+-])*"
                        rf"|{OPERATOR_RE.pattern}|(?s:.))")
-_NUMBER_RE = re.compile(r"(?:[1-9][0-9]*|0)|(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+")
+# the numbers admitted, each of which the reference lexer reads whole: no `_`, no integer with a leading zero
+_NUMBER_RE = re.compile(r"[1-9][0-9]*|0|(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+"
+                        r"|0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+")
 
 # token classes: up to CONSTANT no rule looks at the token but at a line start (IF); NAME to CLOSE end an
 # operand; NAME and NS (`math`, `np`) make a `(` a call's
