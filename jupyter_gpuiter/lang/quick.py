@@ -48,6 +48,7 @@ _CLASS = {
     "def": REJECT, ":": REJECT, "True": CONSTANT, "False": CONSTANT, "(": OPEN, ")": CLOSE, ",": COMMA, ".": DOT,
     "*": STAR, "**": STAR, "+": PREFIX, "-": PREFIX, "not": NOT, "if": IF, "else": OTHER, "return": OTHER,
 }
+_NUMBERS: dict[str, int] = {}  # number literals admitted so far (most recur from edit to edit): NUMBER
 _NAME_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 _KEYWORDS = frozenset(spec.KEYWORDS) | frozenset(spec.BAD_KEYWORDS)
 _HEADER_TOKENS = 5  # def name ( ) :
@@ -76,7 +77,7 @@ def quick_check(src: str) -> bool | None:
 def _body(text: str, indent: str) -> tuple[int, int] | None:
     """(significant tokens, logical lines) of the body after its docstring, every line at `indent`, or None
     unless each token certainly passes the rules."""
-    get, name_start, number = _CLASS.get, _NAME_START, _NUMBER_RE.fullmatch
+    get, name_start, numbers = _CLASS.get, _NAME_START, _NUMBERS
     line_start = "\n" + indent
     calls: list[bool] = []  # per open bracket: whether it is a call's (where commas belong)
     found = _TOKEN_RE.findall("\n" + text)
@@ -95,10 +96,14 @@ def _body(text: str, indent: str) -> tuple[int, int] | None:
                 if c == "\n" and not calls:
                     newline = t
                 continue
-            elif number(t) and len(t) <= spec.MAX_NUMBER_CHARS:
-                k = NUMBER
             else:
-                return None
+                k = numbers.get(t)
+                if k is None:
+                    if not (len(t) <= spec.MAX_NUMBER_CHARS and _NUMBER_RE.fullmatch(t)):
+                        return None
+                    if len(numbers) >= 4096:
+                        numbers.clear()
+                    k = numbers[t] = NUMBER
         if newline is not None:  # a logical line's first token
             if newline != line_start or k == IF:
                 return None
