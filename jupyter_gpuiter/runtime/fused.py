@@ -251,50 +251,60 @@ def _minimum(a, b):
 #: NumPy's pairwise summation: rows up to this long are summed by 8 accumulators, longer ones split in halves
 _PW_BLOCK = 128
 
+# (The loops below index views from 0: an index numba cannot prove non-negative, a[lo + t], gets a
+# wraparound check that keeps LLVM from vectorising the loop, ten times slower for a max.)
 
-@njit(**_JIT)
-def _pairwise(a, lo, n):
-    """The float64 sum of a[lo:lo+n] in NumPy's order (pairwise_sum of its add.reduce: fewer than 8 terms one
-    after the other from 0.0, up to 128 by 8 interleaved accumulators, longer ones as the sum of two halves
-    split at a multiple of 8), so that a float64 row sums bit for bit as np.sum does (float32 rows too, up to
-    NumPy's 8,192-element cast buffer). Error O(log n) ulps; every term is read as a float64."""
+
+@njit(inline="always", **_JIT)
+def _pairwise_block(a):
+    """The float64 sum of a (at most _PW_BLOCK terms) in NumPy's order: fewer than 8 one after the other from
+    0.0, else 8 interleaved accumulators, combined as ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)),
+    then the terms past the last multiple of 8."""
+    n = a.shape[0]
     if n < 8:
         res = 0.0
-        for i in range(lo, lo + n):
+        for i in range(n):
             res += np.float64(a[i])
         return res
-    if n <= _PW_BLOCK:
-        r0 = np.float64(a[lo])
-        r1 = np.float64(a[lo + 1])
-        r2 = np.float64(a[lo + 2])
-        r3 = np.float64(a[lo + 3])
-        r4 = np.float64(a[lo + 4])
-        r5 = np.float64(a[lo + 5])
-        r6 = np.float64(a[lo + 6])
-        r7 = np.float64(a[lo + 7])
-        end = lo + n - n % 8
-        i = lo + 8
-        while i < end:
-            r0 += np.float64(a[i])
-            r1 += np.float64(a[i + 1])
-            r2 += np.float64(a[i + 2])
-            r3 += np.float64(a[i + 3])
-            r4 += np.float64(a[i + 4])
-            r5 += np.float64(a[i + 5])
-            r6 += np.float64(a[i + 6])
-            r7 += np.float64(a[i + 7])
-            i += 8
-        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-        while i < lo + n:
-            res += np.float64(a[i])
-            i += 1
-        return res
-    n2 = n // 2
-    n2 -= n2 % 8
-    return _pairwise(a, lo, n2) + _pairwise(a, lo + n2, n - n2)
+    r0 = np.float64(a[0])
+    r1 = np.float64(a[1])
+    r2 = np.float64(a[2])
+    r3 = np.float64(a[3])
+    r4 = np.float64(a[4])
+    r5 = np.float64(a[5])
+    r6 = np.float64(a[6])
+    r7 = np.float64(a[7])
+    end = n - n % 8
+    for i in range(8, end, 8):
+        r0 += np.float64(a[i])
+        r1 += np.float64(a[i + 1])
+        r2 += np.float64(a[i + 2])
+        r3 += np.float64(a[i + 3])
+        r4 += np.float64(a[i + 4])
+        r5 += np.float64(a[i + 5])
+        r6 += np.float64(a[i + 6])
+        r7 += np.float64(a[i + 7])
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    for i in range(end, n):
+        res += np.float64(a[i])
+    return res
 
 
 @njit(**_JIT)
+def _pairwise(a):
+    """The float64 sum of the view a in NumPy's order (the pairwise_sum of its add.reduce: _pairwise_block up
+    to 128 terms, longer rows as the sum of two halves split at a multiple of 8), so that a float64 row sums
+    bit for bit as np.sum does (float32 rows too, up to NumPy's 8,192-element cast buffer). Error O(log n)
+    ulps; every term is read as a float64."""
+    n = a.shape[0]
+    if n <= _PW_BLOCK:
+        return _pairwise_block(a)
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _pairwise(a[:n2]) + _pairwise(a[n2:])
+
+
+@njit(inline="always", **_JIT)
 def _round_sum(d, r0, v, mode):
     """d[r0] = the float64 v rounded once to the kernel dtype: itself (float64 registers), to nearest
     (float32), or (mode 1, 2) to float32 rounded to odd and then to nearest even by _round_tile, which is v
@@ -316,49 +326,98 @@ _MASK32 = 0x7FFFFFFF
 _MASK64 = 0x7FFFFFFFFFFFFFFF
 
 
-@njit(**_JIT)
-def _extreme(a, ai, di, r0, row, is_max, mask):
-    """di[r0] = the bits of max (is_max) or min of the row a[r0:r0+row], ai and di being a's and the
-    destination's bits as integers: IEEE 754-2019's maximum and minimum, order-independent: the row's
-    first nan if it has one, and -0 < +0. Compared as integer keys (bits ^ mask where negative: monotone in
-    the value, -0 just below +0), so that the loop vectorises without fastmath."""
-    nan = False
-    best = ai[r0] ^ ((ai[r0] >> 63) & mask)
-    if is_max:
-        for t in range(r0, r0 + row):
-            k = ai[t] ^ ((ai[t] >> 63) & mask)
-            best = k if k > best else best  # noqa: FURB136 - an integer select that vectorises
-            nan |= a[t] != a[t]
-    else:
-        for t in range(r0, r0 + row):
-            k = ai[t] ^ ((ai[t] >> 63) & mask)
-            best = k if k < best else best  # noqa: FURB136
-            nan |= a[t] != a[t]
-    if nan:
+@njit(inline="always", **_JIT)
+def _extreme(a, ai, flip, mask, inf_bits):
+    """The bits of the maximum (flip 0) or minimum (flip the sign bit) of the row a, ai its bits as signed
+    integers: IEEE 754-2019's maximum and minimum, which no order changes: the row's first nan if it has
+    one, and -0 < +0. With the sign bit flipped a value stands for its negation (min(v) = -max(-v)); then
+    non-negative values compare as their bits and negative ones in reverse, so the maximum is the largest
+    bits where some are non-negative, else the smallest. Integer max and min, which vectorise. mask: all bits
+    but the sign bit; inf_bits: +inf's bits (a larger magnitude is a nan)."""
+    ty = ai.dtype.type
+    first = ty(ai[0] ^ flip)
+    hi = first
+    lo = first
+    mag = ty(first & mask)
+    for t in range(ai.shape[0]):
+        v = ty(ai[t] ^ flip)
+        hi = max(hi, v)
+        lo = min(lo, v)
+        mag = max(mag, ty(v & mask))
+    if mag > inf_bits:  # a nan
+        for t in range(a.shape[0]):
+            if a[t] != a[t]:
+                return ai[t]
+    return ty((hi if hi >= 0 else lo) ^ flip)
+
+
+@njit(inline="always", **_JIT)
+def _extreme_short(a, ai, r0, row, flip, mask, inf_bits):
+    """_extreme of the short row a[r0:r0+row] (fewer than 8), without taking views (a row's overhead)."""
+    first = ai[r0] ^ flip
+    hi = first
+    lo = first
+    mag = first & mask
+    for t in range(r0, r0 + row):
+        v = ai[t] ^ flip
+        hi = max(hi, v)
+        lo = min(lo, v)
+        mag = max(mag, v & mask)
+    if mag > inf_bits:
         for t in range(r0, r0 + row):
             if a[t] != a[t]:
-                di[r0] = ai[t]
-                return
-    di[r0] = best ^ ((best >> 63) & mask)
+                return ai[t]
+    return (hi if hi >= 0 else lo) ^ flip
 
 
 @njit(**_JIT)
 def _reduce(op, a, d, m, row, mode):
     """d[:m] = the reduction `op` of a[:m] over each of its rows of `row` elements, filling the row: sum and
-    mean accumulate in float64 (_pairwise) and round once; max and min are exact (_extreme)."""
-    for r0 in range(0, m, row):
-        if op == SUM or op == MEAN:
-            v = 0.0 + _pairwise(a, r0, row)  # np.add.reduce starts from its identity: a row of -0.0 sums to +0.0
+    mean accumulate in float64 (_pairwise) and round once; max and min are exact (_extreme). Rows shorter
+    than 8 take loops of their own (a view per row costs more than such a row's work)."""
+    if op == SUM or op == MEAN:
+        for r0 in range(0, m, row):
+            if row < 8:  # _pairwise_block's order: one after the other from 0.0
+                v = 0.0
+                for t in range(r0, r0 + row):
+                    v += np.float64(a[t])
+            else:
+                seg = a[r0:r0 + row]
+                v = _pairwise_block(seg) if row <= _PW_BLOCK else _pairwise(seg)
+            v = 0.0 + v  # add.reduce starts from its identity: a row of -0.0 sums to +0.0
             if op == MEAN:
                 v = v / row
             _round_sum(d, r0, v, mode)
-        elif a.itemsize == 8:
-            _extreme(a, a.view(np.int64), d.view(np.int64), r0, row, op == AMAX, _MASK64)
-        else:
-            _extreme(a, a.view(np.int32), d.view(np.int32), r0, row, op == AMAX, _MASK32)
-        c = d[r0]
-        for t in range(r0 + 1, r0 + row):
-            d[t] = c
+    elif a.itemsize == 8:
+        ai = a.view(np.int64)
+        di = d.view(np.int64)
+        flip = np.int64(0) if op == AMAX else np.int64(-9223372036854775808)
+        for r0 in range(0, m, row):
+            if row < 8:
+                di[r0] = _extreme_short(a, ai, r0, row, flip, np.int64(_MASK64), np.int64(0x7FF0000000000000))
+            else:
+                di[r0] = _extreme(a[r0:r0 + row], ai[r0:r0 + row], flip, np.int64(_MASK64),
+                                  np.int64(0x7FF0000000000000))
+    else:
+        ai = a.view(np.int32)
+        di = d.view(np.int32)
+        flip = np.int32(0) if op == AMAX else np.int32(-2147483648)
+        for r0 in range(0, m, row):
+            if row < 8:
+                di[r0] = _extreme_short(a, ai, r0, row, flip, np.int32(_MASK32), np.int32(0x7F800000))
+            else:
+                di[r0] = _extreme(a[r0:r0 + row], ai[r0:r0 + row], flip, np.int32(_MASK32), np.int32(0x7F800000))
+    if row < 8:
+        for r0 in range(0, m, row):
+            c = d[r0]
+            for t in range(r0 + 1, r0 + row):
+                d[t] = c
+    else:
+        for r0 in range(0, m, row):
+            seg = d[r0:r0 + row]
+            c = seg[0]
+            for t in range(1, row):
+                seg[t] = c
 
 
 @njit(**_JIT)
@@ -372,9 +431,9 @@ def _exec(ops, args, imm, length, x, lo, m, regs, mode, row):
         op = ops[k]
         d = regs[k]
         if op == PARAM:
-            src = x[int(imm[k])]
+            src = x[int(imm[k]), lo:lo + m]  # a view indexed from 0: the copy vectorises
             for t in range(m):
-                d[t] = src[lo + t]
+                d[t] = src[t]
             continue
         if op == CONST or op == BOOL:
             c = regs.dtype.type(imm[k])
@@ -605,14 +664,15 @@ def _evaluate_items(ops, args, imm, lengths, x, out, mode, span, row, w0, w1):
         lo = (w % n_tiles) * span
         m = min(span, n - lo)
         length = lengths[b]
+        o = out[b, lo:lo + m]
         if length < 1:
             for t in range(m):
-                out[b, lo + t] = np.nan
+                o[t] = np.nan
             continue
         _exec(ops[b], args[b], imm[b], length, x, lo, m, regs, mode, row)
         res = regs[args[b, length - 1, 0]]
         for t in range(m):
-            out[b, lo + t] = res[t]
+            o[t] = res[t]
 
 
 @njit(**_JIT)
@@ -623,9 +683,10 @@ def _compare_tile(res, want, lo, m, rtol, atol):
     fst = -1
     ea = 0.0
     er = 0.0
+    w = want[lo:lo + m]
     for t in range(m):
         g = np.float64(res[t])
-        e = np.float64(want[lo + t])
+        e = np.float64(w[t])
         diff = abs(g - e)
         ae = abs(e)
         finite = abs(g) < np.inf and ae < np.inf
@@ -647,12 +708,13 @@ def _ulp_tile(res, want, lo, m, mode):
     u = 0.0
     if res.itemsize == 8:
         ri = res.view(np.int64)
-        wi = want.view(np.int64)
+        w = want[lo:lo + m]
+        wi = w.view(np.int64)
         imin = np.int64(-9223372036854775808)
         for t in range(m):
-            if abs(res[t]) < np.inf and abs(want[lo + t]) < np.inf:
+            if abs(res[t]) < np.inf and abs(w[t]) < np.inf:
                 ka = ri[t]
-                kb = wi[lo + t]
+                kb = wi[t]
                 ka = ka if ka >= 0 else imin - ka
                 kb = kb if kb >= 0 else imin - kb
                 if (ka >= 0) == (kb >= 0):
@@ -662,10 +724,11 @@ def _ulp_tile(res, want, lo, m, mode):
                 u = max(u, d)
         return u
     ru = res.view(np.uint32)
-    wu = want.view(np.uint32)
+    w = want[lo:lo + m]
+    wu = w.view(np.uint32)
     for t in range(m):
-        if abs(res[t]) < np.inf and abs(want[lo + t]) < np.inf:
-            u = max(u, np.float64(abs(_ulp_key32(ru[t], mode) - _ulp_key32(wu[lo + t], mode))))
+        if abs(res[t]) < np.inf and abs(w[t]) < np.inf:
+            u = max(u, np.float64(abs(_ulp_key32(ru[t], mode) - _ulp_key32(wu[t], mode))))
     return u
 
 
