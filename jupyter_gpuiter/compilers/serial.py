@@ -267,7 +267,7 @@ def parser_message(source: str) -> str:
     return "invalid syntax"
 
 
-def compile_source(source: str, quick: bool = True) -> Program:
+def compile_source(source: str, *, quick: bool = True) -> Program:
     """Compile one kernel-language function to a Program, or raise CompileError.
 
     With `quick` (the default), phase B is first lang/quick.py's conservative check: a source it vouches for
