@@ -18,6 +18,7 @@ The default run takes a sample (SWEEP programs per dtype); the >= 10,000-program
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
 from functools import cache
@@ -37,6 +38,8 @@ from jupyter_gpuiter.verification.compare import compare, default_tolerances
 from jupyter_gpuiter.verification.pools import special_values
 
 DTYPES = ("float16", "bfloat16", "float32", "float64")
+#: generate_batch's knob for elementwise programs only, where it makes row kernels (those: test_rows.py)
+ELEMENTWISE = {"rows": 0} if "rows" in inspect.signature(generate_batch).parameters else {}
 SWEEP = 2000  # generated programs per dtype in the default run (the same programs in every dtype)
 SLOW_SWEEP = 12_000  # per dtype, behind --runslow (48,000 programs in all)
 VERDICT_REFS = 160  # reference programs per dtype in the verdict test
@@ -267,7 +270,7 @@ def exact_source(src: str) -> str:
 
 @cache
 def _sources(n: int, seed: int) -> tuple[str, ...]:
-    return tuple(generate_batch(n, seed))
+    return tuple(generate_batch(n, seed, **ELEMENTWISE))
 
 
 @cache
