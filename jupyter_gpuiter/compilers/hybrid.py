@@ -3,7 +3,7 @@
 Per source, in rounds: first the greedy candidate, then `k - 1` samples for the sources still open (in
 sub-rounds of at most `ROUND_PAIRS` candidates, so memory stays bounded whatever k is, and sources that
 found a program stop sampling). A candidate is run by the batched VM on `tests` random inputs next to
-the traditional program; in strict mode it must then also have the traditional program's canonical
+the traditional program (row kernels on rows of CHECK_ROW values); in strict mode it must then also have the traditional program's canonical
 text. The first candidate that passes wins; a source with none falls back to the traditional program.
 The model never judges validity: an invalid source gets the serial compiler's CompileError (the
 traditional compiler's verdict, with serial's columns, which differ for some syntax errors).

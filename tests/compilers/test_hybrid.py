@@ -10,6 +10,8 @@ from jupyter_gpuiter.compilers.neural import tokens as tk
 from jupyter_gpuiter.compilers.neural.model import ModelConfig, Seq2Seq
 from jupyter_gpuiter.compilers.serial import compile_source
 from jupyter_gpuiter.generate import generate_batch, mutate_batch
+from tests.support.row_kernels import REAL
+from tests.support.row_kernels import WRONG as WRONG_ROWS
 
 SRC = "def f(x, y):\n    return x * y + 1\n"
 SAME_MEANING = "def f(x, y):\n    return y * x + 1\n"  # other text, same values (multiplication commutes)
@@ -63,10 +65,40 @@ def test_check_pairs_tells_right_from_wrong():
     assert hybrid.check_pairs([a, b, c], [a, a, a], 128, "cpu").tolist() == [True, True, False]
 
 
+def test_check_pairs_on_row_kernels():
+    """Rows of CHECK_ROW values: sum, mean, max and min of a row differ, a per-row result differs from a
+    per-element one with the same values, and elementwise pairs in the same pass still compare."""
+    def c(body):
+        return compile_source(f"def f(x):\n    return {body}\n")
+
+    softmax, naive = compile_source(REAL["softmax"][0]), compile_source(WRONG_ROWS["softmax_without_max"][0])
+    total, mean, top, low = c("sum(x)"), c("mean(x)"), c("max(x)"), c("min(x)")
+    spread = c("sum(x) + x * 0")  # the row's sum at every element: per element, not per row
+    ew, ew2 = c("x + 1"), c("1 + x")
+    got = hybrid.check_pairs([softmax, naive, total, mean, top, low, spread, ew, ew2, total],
+                             [softmax, softmax, total, total, low, low, total, ew, ew, ew], 256, "cpu")
+    assert got.tolist() == [True, False, True, False, False, True, False, True, True, False]
+    assert hybrid.CHECK_ROW > 1
+
+
+def test_row_kernels_strict_accepts_only_the_traditional_program(monkeypatch, tiny_model):
+    softmax, naive = REAL["softmax"][0], WRONG_ROWS["softmax_without_max"][0]
+    monkeypatch.setattr(hybrid, "sample_candidates", fake_sampler([naive, softmax]))
+    r = hybrid.compile_batch([softmax], k=2, model=tiny_model)
+    assert r.paths == ["neural"] and r.stats["winning_candidate"] == [1]
+    assert r.stats["passed_tests"] == 1  # the softmax without max() fails on the rows' random inputs
+    assert r.canonical() == [compile_source(softmax).text()]
+    monkeypatch.setattr(hybrid, "sample_candidates", fake_sampler([softmax, softmax]))
+    r = hybrid.compile_batch([naive], k=2, model=tiny_model)
+    assert r.paths == ["traditional"] and r.canonical() == [compile_source(naive).text()]
+
+
 def test_untrained_model_still_gives_the_traditional_programs(tiny_model):
     """A model that is useless still yields a correct hybrid: every program falls back."""
     sources = generate_batch(40, seed=41, max_chars=120) + [m for m, _ in mutate_batch(
         generate_batch(20, seed=42, max_chars=120), seed=43)]
+    sources += [s for s, *_ in REAL.values()] + generate_batch(30, seed=44, max_chars=160, rows=1.0)
+    sources += [m for m, _ in mutate_batch(generate_batch(20, seed=45, max_chars=160, rows=1.0), seed=46)]
     got = hybrid.compile_batch(sources, k=2, model=tiny_model)
     assert got.canonical() == compile_batch(sources, mode="serial").canonical()
     assert set(got.paths) <= {"traditional", "error", "neural"}
@@ -85,6 +117,13 @@ def hybrid_matches_traditional(sources):
 def test_hybrid_with_the_shipped_model_is_correct_and_mostly_neural():
     valid = generate_batch(300, seed=51, max_chars=160)
     invalid = [m for m, _ in mutate_batch(generate_batch(100, seed=52, max_chars=160), seed=53)]
+    got = hybrid_matches_traditional(valid + invalid)
+    assert got.paths[: len(valid)].count("neural") >= 0.8 * len(valid)
+
+
+def test_hybrid_on_row_kernels_is_correct_and_mostly_neural():
+    valid = [s for s, *_ in REAL.values()] + generate_batch(150, seed=54, max_chars=160, rows=1.0)
+    invalid = [m for m, _ in mutate_batch(generate_batch(60, seed=55, max_chars=160, rows=1.0), seed=56)]
     got = hybrid_matches_traditional(valid + invalid)
     assert got.paths[: len(valid)].count("neural") >= 0.8 * len(valid)
 
@@ -154,9 +193,9 @@ def test_check_pairs_in_bounded_vm_passes(monkeypatch):
     sizes = []
     run = vm.run
 
-    def recording(batch, x, dtype):
+    def recording(batch, x, dtype, **kw):
         sizes.append(len(batch) * x.shape[1])
-        return run(batch, x, dtype)
+        return run(batch, x, dtype, **kw)
 
     monkeypatch.setattr(vm, "run", recording)
     monkeypatch.setattr(hybrid, "CHECK_VALUES", 256)

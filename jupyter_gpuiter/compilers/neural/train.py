@@ -1,9 +1,11 @@
 """Training the neural compiler: data from the program generator and the serial compiler, resumable.
 
 `gpuiter train-neural` calls `train()`. Data: generated programs of at most `max_chars` characters
-(sizes drawn uniformly up to it), their abstracted tokens as input and the postfix of their serial IR as
-target. Every `eval_every` steps the model is scored on a fixed held-out set (another seed) and a
-checkpoint is written; `--resume` continues from the last one.
+(sizes drawn uniformly up to it), a share `rows` of them row kernels, their abstracted tokens as input and
+the postfix of their serial IR as target. Every `eval_every` steps the model is scored on fixed held-out
+sets (another seed; elementwise programs and row kernels apart) and a checkpoint is written; `--resume`
+continues from the last one. `init` starts from another checkpoint's weights instead (fine-tuning): one
+made for an older vocabulary gets the tokens added since as new embedding rows, the trained rows kept.
 
 Nothing read back can run code: checkpoints are loaded with `weights_only=True` and the generated
 training data is cached as JSON (`data-*.json`), checked field by field when it is read.
@@ -47,6 +49,8 @@ class TrainConfig:
     eval_every: int = 1000
     seed: int = 0
     threads: int = 0  # 0: torch's default
+    rows: float = 0.35  # the share of row kernels among the training programs (generate's `rows`)
+    init: str = ""  # a checkpoint whose weights a new run starts from (fine-tuning); "" for random ones
 
 
 def make_example(source: str) -> tuple[tk.Encoded, list[int]] | None:
@@ -59,13 +63,15 @@ def make_example(source: str) -> tuple[tk.Encoded, list[int]] | None:
     return (enc, target) if len(target) < tk.MAX_OUT else None
 
 
-def make_dataset(n: int, seed: int, min_chars: int, max_chars: int, progress=None) -> list[tuple]:
-    """`n` examples from one seeded stream of generated programs with sizes spread over the range."""
+def make_dataset(n: int, seed: int, min_chars: int, max_chars: int, progress=None, rows: float = 0.0,
+                 longer_than: int = 0) -> list[tuple]:
+    """`n` examples from one seeded stream of generated programs with sizes spread over the range, a share
+    `rows` of them row kernels (1.0: only row kernels); `longer_than`: keep only longer sources."""
     rng = random.Random(seed)
     data = []
     while len(data) < n:
-        src = generate(rng, max_chars=rng.randint(min_chars, max_chars))
-        ex = make_example(src)
+        src = generate(rng, max_chars=rng.randint(min_chars, max_chars), rows=rows)
+        ex = make_example(src) if len(src) > longer_than else None
         if ex is not None:
             data.append((src, *ex))
             if progress is not None:
@@ -149,8 +155,25 @@ def save_checkpoint(path: Path, model: Seq2Seq, opt, step: int, cfg: TrainConfig
                     minutes: float) -> None:
     tmp = path.with_suffix(".tmp")
     torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step, "minutes": minutes,
-                "model_config": model.config.to_dict(), "train_config": asdict(cfg), "history": history}, tmp)
+                "model_config": model.config.to_dict(), "train_config": asdict(cfg), "history": history,
+                "vocab": list(tk.VOCAB)}, tmp)
     tmp.replace(path)
+
+
+def init_model(path: str | Path, seed: int = 0) -> Seq2Seq:
+    """A model with a checkpoint's weights, to fine-tune. A checkpoint made for an older vocabulary (whose
+    ids are a prefix of this one's, tokens.PAST_VOCAB_SIZES) gets an embedding row per token added since,
+    drawn like a new model's; the trained rows, and the tied output projection with them, are kept."""
+    ck = read_checkpoint(path)
+    cfg = ck["model_config"]
+    old = cfg.get("vocab") if isinstance(cfg, dict) else None
+    if old in tk.PAST_VOCAB_SIZES and "embed.weight" in ck["model"]:
+        w = ck["model"]["embed.weight"].float()
+        g = torch.Generator().manual_seed(seed)
+        extra = torch.randn(len(tk.VOCAB) - old, w.shape[1], generator=g) * w.shape[1] ** -0.5
+        ck = {**ck, "model": {**ck["model"], "embed.weight": torch.cat([w, extra])},
+              "model_config": {**cfg, "vocab": len(tk.VOCAB)}}
+    return model_from_checkpoint(ck, path)
 
 
 def export(checkpoint: str | Path, out: str | Path, notes: dict | None = None) -> Path:
@@ -160,29 +183,44 @@ def export(checkpoint: str | Path, out: str | Path, notes: dict | None = None) -
     state = {k: v.half() if v.is_floating_point() else v for k, v in ck["model"].items()}
     out = Path(out)
     torch.save({"model": state, "model_config": ck["model_config"], "train_config": ck["train_config"],
-                "step": ck["step"], "history": ck["history"], "notes": notes or {}}, out)
+                "step": ck["step"], "history": ck["history"], "notes": notes or {}, "vocab": list(tk.VOCAB)}, out)
     return out
 
 
+def held_out_accuracy(model: Seq2Seq, held_out: int = 1000, seed: int = 90_000, device="cpu") -> dict:
+    """Exact match at k=1 on held-out generated programs (seed `seed`): elementwise ones of up to 80 and
+    160 characters, row kernels of up to 160 characters, and row kernels longer than 160 (161-320)."""
+    elementwise = make_dataset(held_out, seed, 30, 160)
+    rows = make_dataset(held_out, seed, 30, 160, rows=1.0)
+    longer = make_dataset(held_out // 4, seed, 161, 320, rows=1.0, longer_than=160)
+    return {"held_out_programs": held_out, "held_out_seed": seed,
+            **{f"exact_match_k1_le{b}": exact_match(model, [d for d in elementwise if len(d[0]) <= b],
+                                                     device=device) for b in (80, 160)},
+            "row_kernels": held_out, "exact_match_k1_rows_le160": exact_match(model, rows, device=device),
+            "longer_row_kernels": len(longer), "exact_match_k1_rows_161_320": exact_match(model, longer,
+                                                                                           device=device)}
+
+
 def write_card(checkpoint: str | Path, card_path: str | Path, command: str, held_out: int = 1000,
-               seed: int = 90_000) -> dict:
+               seed: int = 90_000, notes: dict | None = None) -> dict:
     """checkpoint.json: how a checkpoint was made and its exact match at k=1 on held-out programs."""
     ck = read_checkpoint(checkpoint, _TRAINING_KEYS[:2] + ("train_config", "step", "history"))
     model = model_from_checkpoint(ck, checkpoint).eval()
-    data = make_dataset(held_out, seed, 30, 160)
-    accuracy = {f"exact_match_k1_le{b}": exact_match(model, [d for d in data if len(d[0]) <= b])
-                for b in (80, 160)}
     card = {"command": command, "step": ck["step"], "train_config": ck["train_config"],
             "model_config": ck["model_config"], "data_seed": ck["train_config"]["data_seed"],
             "parameters": sum(v.numel() for v in ck["model"].values()),
-            "accuracy": {"held_out_programs": held_out, "held_out_seed": seed, **accuracy},
+            "accuracy": held_out_accuracy(model, held_out, seed), **(notes or {}),
             "history": ck["history"]}
     Path(card_path).write_text(json.dumps(card, indent=2) + "\n")
     return card
 
 
+def _log(*args) -> None:
+    print(*args, flush=True)  # a run in the background writes to a file: each line as it comes
+
+
 def train(out_dir: str | Path, cfg: TrainConfig | None = None, model_config: ModelConfig | None = None,
-          resume: bool = False, device: str = "cpu", log=print) -> Path:
+          resume: bool = False, device: str = "cpu", log=_log) -> Path:
     """Train (or resume) and return the path of the last checkpoint."""
     from tqdm.auto import tqdm
 
@@ -202,6 +240,9 @@ def train(out_dir: str | Path, cfg: TrainConfig | None = None, model_config: Mod
         cfg = TrainConfig(**{**asdict(cfg), **{k: v for k, v in saved.items()
                                                 if k not in ("minutes", "steps", "threads", "eval_every")}})
         model = model_from_checkpoint(state, ckpt).to(device)
+    elif cfg.init:
+        model = init_model(cfg.init, cfg.seed).to(device)
+        log(f"starting from the weights of {cfg.init}")
     else:
         model = Seq2Seq(model_config).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), weight_decay=0.01)
@@ -218,8 +259,8 @@ def train(out_dir: str | Path, cfg: TrainConfig | None = None, model_config: Mod
     (out / "config.json").write_text(json.dumps({"train": asdict(cfg), "model": model.config.to_dict()}, indent=2))
     log(f"model: {sum(p.numel() for p in model.parameters()):,} parameters")
     key = {"examples": cfg.examples, "data_seed": cfg.data_seed, "min_chars": cfg.min_chars,
-           "max_chars": cfg.max_chars}
-    stem = f"data-{cfg.examples}-{cfg.data_seed}-{cfg.min_chars}-{cfg.max_chars}"
+           "max_chars": cfg.max_chars, "rows": cfg.rows}
+    stem = f"data-{cfg.examples}-{cfg.data_seed}-{cfg.min_chars}-{cfg.max_chars}-rows{cfg.rows:g}"
     cache = out / f"{stem}.json"
     if (out / f"{stem}.pt").exists():
         log(f"ignoring {out / f'{stem}.pt'}: pickled data caches are no longer read (they can run code)")
@@ -227,9 +268,10 @@ def train(out_dir: str | Path, cfg: TrainConfig | None = None, model_config: Mod
         data = load_data(cache, key)
     else:
         with tqdm(total=cfg.examples, desc="data", unit="prog", mininterval=5) as bar:
-            data = make_dataset(cfg.examples, cfg.data_seed, cfg.min_chars, cfg.max_chars, bar)
+            data = make_dataset(cfg.examples, cfg.data_seed, cfg.min_chars, cfg.max_chars, bar, rows=cfg.rows)
         save_data(cache, data, key)
     held_out = make_dataset(cfg.eval_examples, cfg.eval_seed, cfg.min_chars, 160)
+    held_out_rows = make_dataset(cfg.eval_examples, cfg.eval_seed, cfg.min_chars, 160, rows=1.0)
     # Batches of similar input length waste less padding.
     data.sort(key=lambda e: len(e[1].ids))
     batches = [data[i: i + cfg.batch] for i in range(0, len(data), cfg.batch)]
@@ -265,9 +307,10 @@ def train(out_dir: str | Path, cfg: TrainConfig | None = None, model_config: Mod
         bar.update(1)
         if step % cfg.eval_every == 0 or step == cfg.steps:
             acc = exact_match(model, held_out, device=device)
+            acc_rows = exact_match(model, held_out_rows, device=device)
             model.train()
             entry = {"step": step, "loss": sum(losses) / len(losses), "exact_match_le160": acc,
-                     "minutes": (time.monotonic() - t0) / 60}
+                     "exact_match_rows_le160": acc_rows, "minutes": (time.monotonic() - t0) / 60}
             history.append(entry)
             losses = []
             log(json.dumps(entry))

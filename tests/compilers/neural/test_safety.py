@@ -11,6 +11,7 @@ import torch
 import jupyter_gpuiter as gi
 from jupyter_gpuiter.compilers import neural
 from jupyter_gpuiter.compilers.neural import CHECKPOINT, load_model, read_checkpoint
+from jupyter_gpuiter.compilers.neural import tokens as tk
 from jupyter_gpuiter.compilers.neural.model import ModelConfig, Seq2Seq
 from jupyter_gpuiter.compilers.neural.train import TrainConfig, export, make_dataset, save_data, train, write_card
 from jupyter_gpuiter.tools import cli
@@ -99,6 +100,9 @@ def test_export_and_model_card_refuse_a_malicious_checkpoint(evil, tmp_path):
     ({"model": Seq2Seq(TINY).state_dict(), "model_config": {**TINY.to_dict(), "colour": 1}}, "model_config"),
     ({"model": Seq2Seq(TINY).state_dict(), "model_config": {**TINY.to_dict(), "d_model": 32}}, "do not fit"),
     ({"model": Seq2Seq(TINY).state_dict(), "model_config": {**TINY.to_dict(), "vocab": 7}}, "other tokens"),
+    ({"model": Seq2Seq(TINY).state_dict(), "model_config": TINY.to_dict(), "vocab": tk.VOCAB[::-1]},
+     "other tokens.*at id 0"),  # the right number of tokens, in another order
+    ({"model": Seq2Seq(TINY).state_dict(), "model_config": TINY.to_dict(), "vocab": "abc"}, "list of tokens"),
     ({"model": Seq2Seq(TINY).state_dict(), "model_config": {**TINY.to_dict(), "d_model": 10**9}},
      "do not fit"),  # refused on the meta device, before allocating a huge model
 ])
@@ -127,10 +131,10 @@ def test_training_ignores_a_pickled_data_cache_and_resumes_without_pickle(tmp_pa
     path, marker = evil
     out = tmp_path / "run"
     out.mkdir()
-    (out / "data-24-1-40-220.pt").write_bytes(path.read_bytes())  # the old cache's name, no --resume
+    (out / "data-24-1-40-220-rows0.35.pt").write_bytes(path.read_bytes())  # a pickled cache's name, no --resume
     last = tiny_run(out)
     assert not marker.exists()
-    cache = out / "data-24-1-40-220.json"
+    cache = out / "data-24-1-40-220-rows0.35.json"
     assert json.loads(cache.read_text())["format"] == "gpuiter-neural-data/1"
     torch.load(last, weights_only=True)  # what training writes reads back without pickle
     tiny_run(out, resume=True)  # resumes from last.pt and the JSON cache
@@ -163,9 +167,10 @@ def test_resume_refuses_a_malicious_last_checkpoint(tmp_path, evil):
 def test_a_bad_data_cache_gets_a_clear_error(tmp_path, mangle, why):
     out = tmp_path / "run"
     out.mkdir()
-    cache = out / "data-6-1-40-220.json"
-    key = {"examples": 6, "data_seed": 1, "min_chars": 40, "max_chars": 220}
-    save_data(cache, make_dataset(6, 1, 40, 220), key)
+    cache = out / "data-6-1-40-220-rows0.5.json"
+    key = {"examples": 6, "data_seed": 1, "min_chars": 40, "max_chars": 220, "rows": 0.5}
+    save_data(cache, make_dataset(6, 1, 40, 220, rows=0.5), key)
     cache.write_text(mangle(json.loads(cache.read_text())))
-    with pytest.raises(ValueError, match=f"data-6-1-40-220.json.*{why}"):
-        train(out, TrainConfig(examples=6, eval_examples=2, steps=1, batch=4), model_config=TINY, log=lambda *_: None)
+    with pytest.raises(ValueError, match=f"data-6-1-40-220-rows0.5.json.*{why}"):
+        train(out, TrainConfig(examples=6, eval_examples=2, steps=1, batch=4, rows=0.5), model_config=TINY,
+              log=lambda *_: None)
