@@ -17,6 +17,14 @@ With ``style=True`` the formatting varies (spacing, redundant parentheses, comme
 blank lines, docstrings, tabs, CRLF, trailing commas, the one-line form, expressions spanning lines
 inside parentheses or after a backslash) so that differential tests exercise the lexers too.
 
+Row kernels (docs/language.md, "Row kernels"): `generate(..., rows=p)` makes one with probability p,
+and `generate_batch` makes a share ROW_SHARE of its programs row kernels by default (`rows=0` for
+elementwise ones only), from a second stream of the seed, so that a seed's elementwise programs are
+those it gave before row kernels. A row kernel is a realistic one (softmax, log-softmax, layer and RMS
+norm, logsumexp, losses, norms, variance, min-max scaling, ... with varied names, spellings, inlining
+and extra statements) or a random program whose expressions hold reductions, nested ones included.
+Elementwise programs never call sum or mean, nor min or max with one argument.
+
 `mutate` turns a valid source into a (usually) invalid one and names what it did; the targeted
 mutations guarantee their error kind:
 
@@ -24,8 +32,8 @@ mutations guarantee their error kind:
 mutation name          guaranteed kind on a valid, generated input
 =====================  =========================================================================
 ``unknown-name``       ``unknown-name`` (a read of a name replaced by a name defined nowhere)
-``arity:add``          ``arity`` (a builtin call gets one argument too many)
-``arity:remove``       ``arity`` (too few: the first argument, or all but the last of min/max)
+``arity:add``          ``arity`` (a builtin call gets one argument too many; min/max as many as make 9)
+``arity:remove``       ``arity`` (too few: the first argument of a builtin of fixed arity)
 ``arity:empty``        ``arity`` (all arguments removed)
 ``arity:wrap``         ``arity`` (a leaf wrapped in ``atan2(leaf)``; used when there is no call)
 ``unknown-function``   ``unknown-function`` (a call's name replaced, or a leaf wrapped in one)
@@ -33,11 +41,16 @@ mutation name          guaranteed kind on a valid, generated input
 
 The others (``delete-token``, ``insert-token:TOK``, ``swap-tokens``, ``duplicate-token``,
 ``indent:{over,under,col0,tabs}``, ``construct:NAME``, ``truncate``, ``unbalance:{open,close,delete}``,
-``bad-char:NAME``) are rejected most of the time but may by chance leave a valid program.
+``bad-char:NAME``) are rejected most of the time but may by chance leave a valid program. The
+``reduction`` family is for row kernels: a reduction called wrongly (``reduction:axis`` ``sum(x, -1)``,
+``:extra``, ``:empty``, ``:many`` nine arguments to min/max, ``:keyword`` ``sum(x, axis=-1)``, ``:method``
+``x.sum()``: errors but for ``max(x, y)``), or a valid program changed (``:swap`` another reduction,
+``:unwrap`` one removed, ``:wrap`` one put around an operand, which makes an elementwise program a row kernel).
 """
 
 from __future__ import annotations
 
+import ast
 import random
 from dataclasses import dataclass
 
@@ -47,6 +60,7 @@ from .lang.lexer import Token, normalize_newlines, tokenize
 __all__ = [
     "GUARANTEED_KINDS",
     "MUTATIONS",
+    "ROW_SHARE",
     "generate",
     "generate_batch",
     "is_reserved",
@@ -94,7 +108,12 @@ _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_"
 _ALNUM = _LETTERS + "0123456789"
 
 _ARITH = ("+", "-", "*", "/", "//", "%", "**")
-_BUILTIN_NAMES = tuple(spec.BUILTINS)  # dict order: stable
+#: The builtins of elementwise expressions, in spec's order (stable): all but the reductions that take
+#: one argument only (sum, mean); min and max appear here with two or more arguments.
+_BUILTIN_NAMES = tuple(n for n, b in spec.BUILTINS.items() if not (n in spec.REDUCTIONS and b.arity == (1, 1)))
+#: Reductions by weight, for the random expressions of row kernels.
+_REDUCTIONS = ("sum", "mean", "max", "min")
+_REDUCTION_WEIGHTS = (30, 25, 30, 15)
 _CONST_NAMES = tuple(spec.CONSTANTS)
 
 # --- expression trees: tuples, for speed ---
@@ -142,6 +161,184 @@ class _Style:
     styled: bool = False
 
 
+# --- row kernels ---
+# Realistic row kernels as templates: (function names, parameter roles, statements, the returned
+# expression). Upper-case names are roles, given a parameter's or a local's name when the template is
+# used; EPS is a small literal. The generator spells each call bare or with np./math. as its style
+# says, may inline statements (to meet `statements`), add elementwise statements before them and
+# extra parameters, and formats them like any program.
+_ROW_TEMPLATES_TEXT = [
+    (("softmax", "soft_max", "probs"), "X", ["E = exp(X - max(X))", "E / sum(E)"]),
+    (("softmax", "stable_softmax"), "X", ["M = max(X)", "E = exp(X - M)", "E / sum(E)"]),
+    (("softmax", "softmax_inplace"), "X", ["X -= max(X)", "X = exp(X)", "X / sum(X)"]),
+    (("tempered_softmax", "softmax_t"), "X T", ["Z = X / T", "E = exp(Z - max(Z))", "E / sum(E)"]),
+    (("attention_weights", "scaled_softmax"), "X", ["S = X / sqrt(sum(1.0))", "E = exp(S - max(S))", "E / sum(E)"]),
+    (("masked_softmax",), "X W", ["E = where(W > 0, exp(X - max(X)), 0.0)", "E / (sum(E) + EPS)"]),
+    (("log_softmax", "logsoftmax"), "X", ["Z = X - max(X)", "Z - log(sum(exp(Z)))"]),
+    (("layernorm", "layer_norm", "ln"), "X G B",
+     ["MU = mean(X)", "VAR = mean((X - MU) ** 2)", "(X - MU) / sqrt(VAR + EPS) * G + B"]),
+    (("layernorm", "layer_norm"), "X G B", ["MU = mean(X)", "D = X - MU", "VAR = mean(D * D)", "D / sqrt(VAR + EPS) * G + B"]),
+    (("gelu_layernorm",), "X G B", ["H = 0.5 * X * (1 + tanh(0.7978845608 * (X + 0.044715 * X ** 3)))", "MU = mean(H)",
+                                   "(H - MU) / sqrt(mean((H - MU) ** 2) + EPS) * G + B"]),
+    (("rmsnorm", "rms_norm"), "X G", ["X / sqrt(mean(X * X) + EPS) * G"]),
+    (("rmsnorm", "rms_norm"), "X G", ["MS = mean(X ** 2)", "X * (1 / sqrt(MS + EPS)) * G"]),
+    (("logsumexp", "lse"), "X", ["M = max(X)", "M + log(sum(exp(X - M)))"]),
+    (("logsumexp",), "X", ["log(sum(exp(X - max(X)))) + max(X)"]),
+    (("logmeanexp",), "X", ["M = max(X)", "M + log(mean(exp(X - M)))"]),
+    (("smooth_max",), "X T", ["T * log(sum(exp((X - max(X)) / T))) + max(X)"]),
+    (("cross_entropy", "xent", "nll"), "P Q", ["-sum(P * log(Q))"]),
+    (("cross_entropy", "xent"), "P Q", ["-sum(P * log(Q + EPS))"]),
+    (("softmax_cross_entropy", "ce_logits"), "X P", ["Z = X - max(X)", "-sum(P * (Z - log(sum(exp(Z)))))"]),
+    (("binary_cross_entropy", "bce"), "X P",
+     ["S = sigmoid(X)", "-mean(P * log(S + EPS) + (1 - P) * log(1 - S + EPS))"]),
+    (("entropy",), "P", ["-sum(P * log(P + EPS))"]),
+    (("kl_divergence", "kl"), "P Q", ["sum(P * log(P / Q))"]),
+    (("cosine_similarity", "cos_sim"), "X Y", ["sum(X * Y) / max(sqrt(sum(X * X)) * sqrt(sum(Y * Y)), EPS)"]),
+    (("l2_normalize", "normalize"), "X", ["X / max(sqrt(sum(X * X)), EPS)"]),
+    (("l2_norm", "norm"), "X", ["sqrt(sum(X ** 2))"]),
+    (("p_norm",), "X T", ["sum(abs(X) ** T) ** (1 / T)"]),
+    (("variance",), "X", ["mean((X - mean(X)) ** 2)"]),
+    (("variance", "var_unbiased"), "X", ["N = sum(1.0)", "sum((X - mean(X)) ** 2) / (N - 1)"]),
+    (("std", "stddev"), "X", ["MU = mean(X)", "sqrt(mean((X - MU) ** 2) + EPS)"]),
+    (("standardize", "zscore"), "X", ["MU = mean(X)", "(X - MU) / sqrt(mean(X * X) - MU ** 2 + EPS)"]),
+    (("minmax_scale", "rescale"), "X", ["(X - min(X)) / (max(X) - min(X) + EPS)"]),
+    (("minmax_scale", "rescale"), "X", ["LO = min(X)", "HI = max(X)", "(X - LO) / (HI - LO + EPS)"]),
+    (("max_abs", "absmax"), "X", ["max(abs(X))"]),
+    (("absmax_scale", "quant_scale"), "X", ["X / max(max(abs(X)), EPS)"]),
+    (("centered", "center"), "X", ["X - mean(X)"]),
+    (("max_shift",), "X", ["max(X - max(X))"]),
+    (("spread", "peak_to_peak"), "X", ["max(X) - min(X)"]),
+    (("mse", "mean_squared_error"), "X Y", ["mean((X - Y) ** 2)"]),
+    (("mae",), "X Y", ["mean(abs(X - Y))"]),
+    (("huber",), "X Y", ["D = abs(X - Y)", "mean(where(D < 1, 0.5 * D * D, D - 0.5))"]),
+    (("dot",), "X Y", ["sum(X * Y)"]),
+    (("count_positive",), "X", ["sum(X > 0)"]),
+    (("frac_above",), "X T", ["mean(X > T)"]),
+    (("is_row_max", "argmax_mask"), "X", ["X == max(X)"]),
+    (("geometric_mean",), "X", ["exp(mean(log(X)))"]),
+    (("harmonic_mean",), "X", ["1 / mean(1 / X)"]),
+    (("sum_of_squares",), "X", ["sum(X * X)"]),
+    (("mean_square", "power"), "X", ["mean(X ** 2)"]),
+    (("sigmoid_normalize",), "X", ["S = sigmoid(X)", "S / sum(S)"]),
+    (("clip_to_row", "soft_clip"), "X", ["clip(X, min(X) + EPS, max(X) - EPS)"]),
+]
+#: Names for a role (realistic ones first; a fresh name when they are taken)
+_ROLE_NAMES = {
+    "X": ("x", "logits", "h", "v", "a", "xs", "row", "scores", "inp", "act"),
+    "Y": ("y", "other", "ref", "ys", "b2"), "P": ("p", "target", "labels", "probs", "pt", "y_true"),
+    "Q": ("q", "pred", "probs_hat", "y_pred", "qx"), "G": ("gamma", "g", "weight", "w", "scale"),
+    "B": ("beta", "b", "bias", "shift"), "T": ("t", "temp", "tau", "temperature", "k"),
+    "W": ("mask", "keep", "w", "valid"), "M": ("m", "mx", "row_max", "top", "peak"),
+    "E": ("ex", "exps", "num", "unnorm", "w_"), "Z": ("z", "shifted", "zs", "d"), "MU": ("mu", "avg", "centre", "mean_"),
+    "VAR": ("var", "variance", "sigma2", "v2"), "D": ("d", "diff", "dev", "xc"), "MS": ("ms", "sq_mean", "mean_sq"),
+    "N": ("n", "count", "length", "size"), "S": ("s", "scaled", "sig", "y_"), "LO": ("lo", "x_min", "low"),
+    "HI": ("hi", "x_max", "high"), "H": ("h", "hidden", "act", "y_"),
+}
+_EPS = ("1e-5", "1e-6", "1e-8", "1e-12", "1e-9", "0.00001", "1E-5", "1e-05", "1e-3", "1e-7")
+_ROW_FN_POOL = ("row_kernel", "reduce_row", "rowwise", "normalize_row", "stat", "agg", "pool", "score_row", "loss",
+                "norm_fn", "summary")
+_AST_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
+            ast.Pow: "**", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=",
+            ast.USub: "-", ast.UAdd: "+", ast.Not: "not", ast.And: "and", ast.Or: "or"}
+
+
+def _shape(node, text: str):
+    """A template expression as a neutral tree: ("name", id) | ("num", text) | ("un", op, child) |
+    ("bin", op, left, right) | ("if", body, cond, orelse) | ("call", name, args)."""
+    if isinstance(node, ast.Name):
+        return ("name", node.id)
+    if isinstance(node, ast.Constant):
+        return ("num", ast.get_source_segment(text, node))
+    if isinstance(node, ast.UnaryOp):
+        return ("un", _AST_OPS[type(node.op)], _shape(node.operand, text))
+    if isinstance(node, ast.BinOp):
+        return ("bin", _AST_OPS[type(node.op)], _shape(node.left, text), _shape(node.right, text))
+    if isinstance(node, ast.Compare):
+        return ("bin", _AST_OPS[type(node.ops[0])], _shape(node.left, text), _shape(node.comparators[0], text))
+    if isinstance(node, ast.BoolOp):
+        acc = _shape(node.values[0], text)
+        for v in node.values[1:]:
+            acc = ("bin", _AST_OPS[type(node.op)], acc, _shape(v, text))
+        return acc
+    if isinstance(node, ast.IfExp):
+        return ("if", _shape(node.body, text), _shape(node.test, text), _shape(node.orelse, text))
+    assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in spec.BUILTINS, text
+    return ("call", node.func.id, [_shape(a, text) for a in node.args])
+
+
+def _template(names, roles, lines):
+    stmts = []
+    for line in lines[:-1]:
+        st = ast.parse(line).body[0]
+        if isinstance(st, ast.AugAssign):
+            stmts.append((st.target.id, _AST_OPS[type(st.op)], _shape(st.value, line)))
+        else:
+            stmts.append((st.targets[0].id, "", _shape(st.value, line)))
+    return names, tuple(roles.split()), stmts, _shape(ast.parse(lines[-1], mode="eval").body, lines[-1])
+
+
+_ROW_TEMPLATES = [_template(*t) for t in _ROW_TEMPLATES_TEXT]
+
+
+@dataclass
+class _Plan:
+    """A program's content, for `_Gen.program` to format: name, parameters, statements (target, aug
+    operator or "", tree) and the returned tree."""
+
+    name: str
+    params: list
+    stmts: list
+    ret: tuple
+
+
+def _depth(node) -> int:
+    """Levels of operators and calls in a generator tree (a leaf is 0)."""
+    k = node[0]
+    if k == "leaf":
+        return 0
+    kids = node[3] if k == "call" else node[2:]
+    return 1 + max((_depth(c) for c in kids), default=0)
+
+
+def _subst(node, env: dict):
+    """node with each name leaf bound in env replaced by its tree."""
+    k = node[0]
+    if k == "leaf":
+        return env.get(node[1], node)
+    if k == "call":
+        return ("call", node[1], node[2], [_subst(a, env) for a in node[3]])
+    if k == "un":
+        return ("un", node[1], _subst(node[2], env))
+    if k == "bin":
+        return ("bin", node[1], _subst(node[2], env), _subst(node[3], env))
+    return ("if", _subst(node[1], env), _subst(node[2], env), _subst(node[3], env))
+
+
+def _subtrees(node, out: list) -> list:
+    out.append(node)
+    k = node[0]
+    if k != "leaf":
+        for c in node[3] if k == "call" else node[2:]:
+            _subtrees(c, out)
+    return out
+
+
+def _replace(node, old, new):
+    """node with the subtree `old` (by identity) replaced by `new`."""
+    if node is old:
+        return new
+    k = node[0]
+    if k == "leaf":
+        return node
+    if k == "call":
+        return ("call", node[1], node[2], [_replace(a, old, new) for a in node[3]])
+    if k == "un":
+        return ("un", node[1], _replace(node[2], old, new))
+    if k == "bin":
+        return ("bin", node[1], _replace(node[2], old, new), _replace(node[3], old, new))
+    return ("if", _replace(node[1], old, new), _replace(node[2], old, new), _replace(node[3], old, new))
+
+
 def _rng(seed_or_rng) -> random.Random:
     if isinstance(seed_or_rng, random.Random):
         return seed_or_rng
@@ -157,6 +354,8 @@ class _Gen:
         self.ntok = 0
         self.st = self._style() if style else _Style()
         self.env: list[str] = []
+        self.p_reduce = 0.0  # the share of call nodes that are reductions (row kernels only)
+        self.n_reduce = 0  # reductions made so far
 
     # --- style ---
     def _style(self) -> _Style:
@@ -278,11 +477,155 @@ class _Gen:
         if kind == "if":
             a, b, c = self.split(rest, 3)
             return ("if", self.expr(depth - 1, a), self.expr(depth - 1, b), self.expr(depth - 1, c))
+        if self.p_reduce and rng.random() < self.p_reduce:
+            return self.reduction(depth, rest)
         name = rng.choice(_BUILTIN_NAMES)
         lo, hi = spec.BUILTINS[name].arity
+        lo = max(lo, 2) if lo != hi else lo  # min/max with one argument reduce: row kernels only
         n = lo if lo == hi else (rng.randint(2, 4) if rng.random() < 0.9 else rng.randint(lo, hi))
         spelled, ntok = self.const_name(name)
         return ("call", spelled, ntok, [self.expr(depth - 1, s) for s in self.split(rest, n)])
+
+    def reduction(self, depth: int, size: int):
+        """A reduction call (row kernels): of a random expression, or a centred one such as
+        `max(x - max(x))`, `sum(exp(x - max(x)))` or `mean((x - mean(x)) ** 2)`."""
+        rng = self.rng
+        self.n_reduce += 1
+        spelled, ntok = self.const_name(rng.choices(_REDUCTIONS, _REDUCTION_WEIGHTS)[0])
+        if depth >= 4 and rng.random() < 0.3:
+            a = self.expr(depth - 4, size // 2)
+            inner = ("call", *self.const_name(rng.choice(("max", "max", "mean", "min"))), [a])
+            self.n_reduce += 1
+            diff = ("bin", "-", a, inner)
+            f = rng.choice(("exp", "abs", "square", None))
+            arg = (diff if f is None else ("bin", "**", diff, ("leaf", "2", 1)) if f == "square"
+                   else ("call", *self.const_name(f), [diff]))
+            return ("call", spelled, ntok, [arg])
+        return ("call", spelled, ntok, [self.expr(depth - 1, size)])
+
+    def pick_name(self, role: str, taken: list) -> str:
+        for name in self.rng.sample(_ROLE_NAMES[role], len(_ROLE_NAMES[role])):
+            if name not in taken and self.rng.random() < 0.7:
+                return name
+        return self.fresh_name(taken)
+
+    def shaped(self, node, names: dict):
+        """A template's neutral tree as a generator tree, its roles named and its calls spelled."""
+        k = node[0]
+        if k == "name":
+            return ("leaf", names[node[1]], 1)
+        if k == "num":
+            return ("leaf", node[1], 1)
+        if k == "un":
+            return ("un", node[1], self.shaped(node[2], names))
+        if k == "bin":
+            return ("bin", node[1], self.shaped(node[2], names), self.shaped(node[3], names))
+        if k == "if":
+            return ("if", *(self.shaped(c, names) for c in node[1:]))
+        if node[1] in spec.REDUCTIONS:
+            self.n_reduce += 1
+        return ("call", *self.const_name(node[1]), [self.shaped(a, names) for a in node[2]])
+
+    def template_plan(self, p_range, s_range) -> _Plan | None:
+        """A realistic row kernel from _ROW_TEMPLATES within the knobs, or None."""
+        rng = self.rng
+        (p_lo, p_hi), (s_lo, s_hi) = p_range, s_range
+        fits = [t for t in _ROW_TEMPLATES if len(t[1]) <= p_hi]
+        if not fits:
+            return None
+        fnames, roles, stmts, ret = rng.choice(fits)
+        names: dict = {"EPS": rng.choice(_EPS)}
+        taken: list = []
+        for r in roles:
+            names[r] = self.pick_name(r, taken)
+            taken.append(names[r])
+        params = list(taken)
+        n_unused = max(0, p_lo - len(params)) + (rng.random() < 0.1)  # parameters the kernel does not read
+        while n_unused > 0 and len(params) < p_hi:
+            params.append(self.fresh_name(params))
+            n_unused -= 1
+        if rng.random() < 0.2:
+            rng.shuffle(params)
+        fname = rng.choice(fnames) if rng.random() < 0.75 else rng.choice(_ROW_FN_POOL)
+        if fname in params or is_reserved(fname):
+            fname = self.fresh_name(params)
+        # elementwise statements before the template's: as many as `statements` needs, sometimes more
+        self.env = list(params)
+        need = max(0, s_lo - len(stmts))
+        room = max(0, s_hi - len(stmts))
+        n_extra = need + (rng.randint(0, min(2, room - need)) if room > need and rng.random() < 0.35 else 0)
+        out = []
+        for _ in range(n_extra):
+            target = rng.choice(params) if rng.random() < 0.3 else self.fresh_name(self.env + [fname])
+            out.append((target, "", self.expr(self.max_depth, self.size())))
+            if target not in self.env:
+                self.env.append(target)
+        for (target, _, _) in stmts:
+            if target not in names:
+                names[target] = self.pick_name(target, self.env + [fname])
+                self.env.append(names[target])
+        body = [(names[t], op, self.shaped(tree, names)) for t, op, tree in stmts]
+        ret = self.shaped(ret, names)
+        if rng.random() < 0.1 and self.env:  # a little elementwise work on the result
+            ret = ("bin", rng.choice(("*", "+", "-")), ret, self.leaf())
+        # inline the template's first statements into the later ones while there are too many
+        inline = max(0, len(out) + len(body) - s_hi)
+        spare = min(len(body), len(out) + len(body) - s_lo)  # statements the program may do without
+        if inline == 0 and spare > 0 and rng.random() < 0.1:
+            inline = rng.randint(1, spare)
+        env: dict = {}
+        kept = []
+        for i, (target, op, tree) in enumerate(body):
+            tree = _subst(tree, env)
+            if op and target in env:
+                tree, op = ("bin", op, env[target], tree), ""
+            if i < inline:
+                env[target] = tree if not op else ("bin", op, ("leaf", target, 1), tree)
+            else:
+                env.pop(target, None)
+                kept.append((target, op, tree))
+        plan = _Plan(fname, params, out + kept, _subst(ret, env))
+        if max(_depth(t) for _, _, t in plan.stmts + [("", "", plan.ret)]) > self.max_depth:
+            return None
+        return plan
+
+    def random_row_plan(self, n_params: int, n_stmts: int) -> _Plan:
+        """A random program whose expressions hold reductions, at least one."""
+        rng = self.rng
+        params: list = []
+        for _ in range(n_params):
+            params.append(self.fresh_name(params))
+        fname = rng.choice(_ROW_FN_POOL) if rng.random() < 0.3 else self.fresh_name(params)
+        if fname in params:
+            fname = self.fresh_name(params + [fname])
+        self.env = list(params)
+        self.p_reduce = rng.choice((0.25, 0.4, 0.6))
+        stmts = []
+        for _ in range(n_stmts):
+            if self.env and rng.random() < 0.2:
+                target, op = rng.choice(self.env), rng.choice(("",) + _ARITH)
+            else:
+                target, op = self.fresh_name(self.env + [fname]), ""
+            stmts.append((target, op, self.expr(self.max_depth, self.size())))
+            if target not in self.env:
+                self.env.append(target)
+        ret = self.expr(self.max_depth - 1, self.size() + 1)
+        self.p_reduce = 0.0
+        if not self.n_reduce:  # wrap a part of the result that reads a name (else all of it)
+            reads = [t for t in _subtrees(ret, []) if any(x[0] == "leaf" and x[1] in self.env for x in _subtrees(t, []))]
+            part = rng.choice(reads) if reads else ret
+            self.n_reduce += 1
+            ret = _replace(ret, part, ("call", *self.const_name(rng.choices(_REDUCTIONS, _REDUCTION_WEIGHTS)[0]), [part]))
+        return _Plan(fname, params, stmts, ret)
+
+    def row_program(self, p_range, s_range) -> str:
+        """A row kernel: a realistic one from the templates, or a random one with reductions."""
+        rng = self.rng
+        plan = self.template_plan(p_range, s_range) if rng.random() < 0.6 else None
+        if plan is None:
+            self.n_reduce = 0
+            plan = self.random_row_plan(rng.randint(max(1, p_range[0]), p_range[1]), rng.randint(*s_range))
+        return self.program(0, 0, plan)
 
     # --- printing ---
     def child(self, node, min_prec: int) -> str:
@@ -381,15 +724,20 @@ class _Gen:
         return text if self.st.eol == "\n" else text.replace("\n", self.st.eol)
 
     # --- the program ---
-    def program(self, n_params: int, n_stmts: int) -> str:
+    def program(self, n_params: int, n_stmts: int, plan: _Plan | None = None) -> str:
+        """A random program, or one of the given plan's statements (formatted in this generator's style)."""
         rng, st = self.rng, self.st
-        params: list[str] = []
-        for _ in range(n_params):
-            params.append(self.fresh_name(params))
-        self.env = list(params)
-        fname = self.fresh_name(params) if rng.random() < 0.85 or not st.styled else rng.choice(_FN_POOL)
-        while fname in params:
-            fname = self.fresh_name(params + [fname])
+        if plan is not None:
+            params, fname, n_params, n_stmts = list(plan.params), plan.name, len(plan.params), len(plan.stmts)
+            self.env = list(params)
+        else:
+            params = []
+            for _ in range(n_params):
+                params.append(self.fresh_name(params))
+            self.env = list(params)
+            fname = self.fresh_name(params) if rng.random() < 0.85 or not st.styled else rng.choice(_FN_POOL)
+            while fname in params:
+                fname = self.fresh_name(params + [fname])
         self.ntok = 5 + max(0, 2 * n_params - 1)  # def NAME ( params ) :
         comma = st.comma
         ptext = comma.join(params)
@@ -409,7 +757,7 @@ class _Gen:
             lines += rng.choice([[""], [self.comment()], ["", self.comment(), ""]])
         depth = self.max_depth
         if n_stmts == 0 and st.styled and rng.random() < 0.3:  # the one-line form
-            node = self.expr(depth, self.size())
+            node = plan.ret if plan is not None else self.expr(depth, self.size())
             self.ntok += 1
             body = self.rhs(node, "    ")
             lines.append(header + rng.choice([" ", " ", "", "  "]) + "return " + body[0])
@@ -437,8 +785,20 @@ class _Gen:
                 stmt[-1] += rng.choice(["  ", " ", "\t"]) + self.comment()
             lines.extend(stmt)
 
-        for _ in range(n_stmts):
+        for i in range(n_stmts):
             self.ntok += 3  # name, = (or op=), newline
+            if plan is not None:
+                target, op, node = plan.stmts[i]
+                if op:
+                    op += "="
+                    a = st.assign.replace("=", op) if st.assign.strip() == "=" else f" {op} "
+                    if st.spacing == "none" and rng.random() < 0.7:
+                        a = op
+                else:
+                    a = st.assign
+                body = self.rhs(node, cont)
+                emit([target + a + body[0]] + body[1:])
+                continue
             if self.env and rng.random() < 0.25:
                 target = rng.choice(self.env)
                 op = rng.choice(_ARITH) + "="
@@ -459,7 +819,10 @@ class _Gen:
                 self.env.append(target)
             emit([target + st.assign + body[0]] + body[1:])
         self.ntok += 2
-        node = self.expr(depth, self.size() + (1 if rng.random() < 0.5 else 0))
+        if plan is not None:
+            node = plan.ret
+        else:
+            node = self.expr(depth, self.size() + (1 if rng.random() < 0.5 else 0))
         body = self.rhs(node, cont)
         emit(["return " + body[0]] + body[1:])
         if st.styled and rng.random() < 0.03:
@@ -479,8 +842,12 @@ def _range(r, name: str) -> tuple[int, int]:
 _MIN_SOURCE = "def f(x): return x"
 
 
+#: The share of row kernels among generate_batch's programs (its default `rows`).
+ROW_SHARE = 0.22
+
+
 def generate(seed_or_rng, *, params=(1, 8), statements=(1, 12), max_depth: int = 10, style: bool = True,
-             max_chars: int | None = None, mean_nodes: float = 5.0, max_nodes: int = 40) -> str:
+             max_chars: int | None = None, mean_nodes: float = 5.0, max_nodes: int = 40, rows: float = 0.0) -> str:
     """The source of one valid kernel-language function.
 
     - `seed_or_rng`: an int (or any `random.Random` seed) or a `random.Random`, which is advanced.
@@ -494,10 +861,21 @@ def generate(seed_or_rng, *, params=(1, 8), statements=(1, 12), max_depth: int =
     - `style`: vary formatting (see the module docstring); False gives a plain canonical layout.
     - `max_chars`: retry (shrinking the size knobs) until the source has at most this many
       characters; below about 20 characters the smallest program `def f(x): return x` is returned.
+    - `rows`: the probability that the program is a row kernel (docs/language.md, "Row kernels"): a
+      realistic one (softmax, layer/RMS norm, logsumexp, losses, norms, ... with varied names, spellings
+      and extra statements) or a random program whose expressions hold reductions, nested ones
+      included (`max(x - max(x))`, `sum(exp(x - max(x)))`). A row kernel has at least one parameter
+      and a reduction, so it needs `max_depth` >= 1 and params' hi >= 1 (else the program is
+      elementwise). 0 (the default) draws nothing more from the stream, so elementwise programs are
+      what they were before row kernels; 1 always makes a row kernel. An elementwise program never
+      calls sum or mean, nor min or max with one argument.
 
     The result stays within spec.MAX_TOKENS and spec.MAX_SOURCE_BYTES.
     """
     rng = _rng(seed_or_rng)
+    if not 0.0 <= rows <= 1.0:
+        raise ValueError(f"rows must be a probability between 0 and 1, got {rows!r}")
+    row = rows >= 1.0 or (rows > 0.0 and rng.random() < rows)
     p_lo, p_hi = _range(params, "params")
     p_lo, p_hi = min(p_lo, spec.MAX_PARAMS), min(p_hi, spec.MAX_PARAMS)
     s_lo, s_hi = _range(statements, "statements")
@@ -518,7 +896,10 @@ def generate(seed_or_rng, *, params=(1, 8), statements=(1, 12), max_depth: int =
                 s_lo, p_lo = (s_lo * 3) // 4, max(min(p_lo, 1), p_lo - 1)
                 s_hi, p_hi = max(s_lo, s_hi), max(p_lo, p_hi)
         g = _Gen(rng, style, depth, mean, cap)
-        src = g.program(rng.randint(p_lo, p_hi), rng.randint(s_lo, s_hi))
+        if row and depth >= 1 and p_hi >= 1:
+            src = g.row_program((p_lo, p_hi), (s_lo, s_hi))
+        else:
+            src = g.program(rng.randint(p_lo, p_hi), rng.randint(s_lo, s_hi))
         if g.ntok > spec.MAX_TOKENS - 8 or len(src.encode()) > spec.MAX_SOURCE_BYTES:
             continue
         if max_chars is None or len(src) <= max_chars:
@@ -526,10 +907,21 @@ def generate(seed_or_rng, *, params=(1, 8), statements=(1, 12), max_depth: int =
     return _MIN_SOURCE
 
 
-def generate_batch(n: int, seed=0, **knobs) -> list[str]:
-    """`n` sources from one seeded stream (deterministic for a seed); `knobs` as for `generate`."""
-    rng = random.Random(seed)
-    return [generate(rng, **knobs) for _ in range(n)]
+def generate_batch(n: int, seed=0, *, rows: float = ROW_SHARE, **knobs) -> list[str]:
+    """`n` sources from one seeded stream (deterministic for a seed); `knobs` as for `generate`.
+
+    About a share `rows` of them (ROW_SHARE by default; 0 for elementwise programs only) are row
+    kernels. Those, and which places they take, come from a second stream of the seed, so the
+    elementwise programs of a seed are the same at every `rows` (where a row kernel does not take
+    their place) and the same as before row kernels."""
+    if not 0.0 <= rows <= 1.0:
+        raise ValueError(f"rows must be a probability between 0 and 1, got {rows!r}")
+    rng, side = random.Random(seed), random.Random(f"{seed!r}:rows")
+    out = []
+    for _ in range(n):
+        src = generate(rng, **knobs)
+        out.append(generate(side, rows=1.0, **knobs) if rows and side.random() < rows else src)
+    return out
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -540,7 +932,7 @@ def generate_batch(n: int, seed=0, **knobs) -> list[str]:
 MUTATIONS = {
     "delete-token": 8, "insert-token": 10, "swap-tokens": 6, "duplicate-token": 5, "unknown-name": 8,
     "arity": 8, "unknown-function": 8, "indent": 8, "construct": 14, "truncate": 5, "unbalance": 5,
-    "bad-char": 6,
+    "bad-char": 6, "reduction": 5,
 }
 #: Mutation families whose error kind is guaranteed on a valid input.
 GUARANTEED_KINDS = {"unknown-name": "unknown-name", "arity": "arity", "unknown-function": "unknown-function"}
@@ -758,9 +1150,67 @@ def _m_arity(s: _Src, rng):
     if lo == hi:  # remove the first argument and the comma after it
         end = s.all[spans[1][0]].start if n > 1 else s.all[close].start
         return s.replace(after_open, end, ""), "arity:remove"
-    # variadic (min/max): keep only the last argument
-    last_first = s.all[spans[-1][0]].start
-    return s.replace(after_open, last_first, ""), "arity:remove"
+    # variadic (min/max): every count from 1 (a reduction) to hi is valid, so as many more as make hi + 1
+    return s.replace(after_open, after_open, "1, " * (hi + 1 - n)), "arity:add"
+
+
+def _callee_start(s: _Src, open_i: int) -> int:
+    """Where the callee of the call opened at open_i starts (its np. or math. included)."""
+    i = open_i - 1
+    if s.kind_at(i - 1) == "." and s.kind_at(i - 2) == "name" and s.all[i - 2].text in spec.NAMESPACES:
+        i -= 2
+    return s.all[i].start
+
+
+def _m_reduction(s: _Src, rng):
+    """Row kernels' mutations: a reduction called wrongly (``axis``: an argument more, ``sum(x, -1)``;
+    ``extra``: an operand more, an error but for min/max; ``empty``; ``many``: nine arguments to min/max;
+    ``keyword``: NumPy's ``axis=-1``; ``method``: ``x.sum()``), an existing one or one put around an
+    operand; or a valid program changed: a reduction swapped for another (``swap``), removed
+    (``unwrap``), or put around an operand (``wrap``, which makes an elementwise program a row kernel)."""
+    reds = []
+    for o in s.calls():
+        spans, close, _ = s.call_args(o)
+        if s.all[o - 1].text in spec.REDUCTIONS and len(spans) == 1:
+            reds.append((o, spans[0], close))
+    r = rng.random()
+    if reds and 0.55 <= r < 0.7:
+        o = rng.choice(reds)[0]
+        t = s.all[o - 1]
+        return s.replace(t.start, s.end(t), rng.choice([n for n in spec.REDUCTIONS if n != t.text])), "reduction:swap"
+    if reds and 0.7 <= r < 0.8:
+        o, (a, b), close = rng.choice(reds)
+        return s.replace(_callee_start(s, o), s.end(s.all[close]), f"({s.src[s.all[a].start:s.end(s.all[b])]})"), \
+            "reduction:unwrap"
+    if reds and r < 0.55:  # an existing reduction called wrongly
+        o, (a, b), close = rng.choice(reds)
+        start, end = _callee_start(s, o), s.end(s.all[close])
+        spelled, name = s.src[start:s.all[o].start], s.all[o - 1].text
+        arg, atom = s.src[s.all[a].start:s.end(s.all[b])], a == b and s.all[a].kind == "name"
+    else:
+        spans = s.operands()
+        if not spans:
+            return None
+        start, end = rng.choice(spans)
+        spelled = rng.choice(["sum", "mean", "max", "min", "np.sum", "np.max", "math.mean", "np.min"])
+        name, arg = spelled.rsplit(".", 1)[-1], s.src[start:end]
+        atom = arg.isidentifier()
+        if r >= 0.55:
+            return s.replace(start, end, f"{spelled}({arg})"), "reduction:wrap"
+    how = rng.choice(("extra", "empty", "keyword", "method") + (("many",) if name in ("min", "max") else ("axis",)))
+    if how == "axis":
+        text = f"{spelled}({arg}{rng.choice([', -1', ', 1', ',0'])})"
+    elif how == "extra":
+        text = f"{spelled}({arg}, {s.all[rng.choice(s.leaves() or [0])].text})"
+    elif how == "empty":
+        text = f"{spelled}()"
+    elif how == "keyword":
+        text = f"{spelled}({arg}{rng.choice([', axis=-1', ', axis=1', ', keepdims=True'])})"
+    elif how == "many":
+        text = f"{spelled}({arg}{', 1' * spec.BUILTINS[name].arity[1]})"
+    else:
+        text = f"{arg if atom else f'({arg})'}.{name}()"
+    return s.replace(start, end, text), f"reduction:{how}"
 
 
 def _m_unknown_function(s: _Src, rng):
@@ -877,7 +1327,7 @@ _FAMILIES = {
     "delete-token": _m_delete, "insert-token": _m_insert, "swap-tokens": _m_swap,
     "duplicate-token": _m_duplicate, "unknown-name": _m_unknown_name, "arity": _m_arity,
     "unknown-function": _m_unknown_function, "indent": _m_indent, "construct": _m_construct,
-    "truncate": _m_truncate, "unbalance": _m_unbalance, "bad-char": _m_bad_char,
+    "truncate": _m_truncate, "unbalance": _m_unbalance, "bad-char": _m_bad_char, "reduction": _m_reduction,
 }
 
 

@@ -22,6 +22,7 @@ from jupyter_gpuiter.compilers.serial import compile_source
 from jupyter_gpuiter.generate import (
     GUARANTEED_KINDS,
     MUTATIONS,
+    ROW_SHARE,
     generate,
     generate_batch,
     is_reserved,
@@ -34,7 +35,8 @@ from jupyter_gpuiter.lang.lexer import normalize_newlines, tokenize
 from jupyter_gpuiter.runtime.reference import evaluate
 from tests.support import ROOT
 
-#: Mixed knobs: the defaults, the short programs the neural compiler is evaluated on, and the extremes.
+#: Mixed knobs: the defaults, the short programs the neural compiler is evaluated on, the extremes, and
+#: row kernels (all, or half) under some of them.
 KNOBS = [
     {},
     {"statements": (0, 2), "max_depth": 3},
@@ -44,6 +46,10 @@ KNOBS = [
     {"max_chars": 160},
     {"params": (0, 2), "statements": (0, 1), "max_depth": 0},
     {"statements": (2, 6), "max_depth": 8, "mean_nodes": 10},
+    {"rows": 1.0},
+    {"rows": 1.0, "statements": (0, 2), "max_depth": 3},
+    {"rows": 0.5, "params": (0, 2), "statements": (0, 1), "max_depth": 2},
+    {"rows": 1.0, "max_chars": 120, "style": False},
 ]
 N_PROGRAMS = 10_000
 N_MUTANTS = 10_000
@@ -100,7 +106,8 @@ def test_generated_programs_compile_and_evaluate(corpus, compiled):
     rng = np.random.default_rng(0)
     for (src, _), program in zip(corpus, compiled):
         out = evaluate(program, _inputs(rng, program.n_params), "float64")
-        assert out.shape == ((16,) if program.n_params else ()), src
+        per_element = program.n_params and not program.returns_per_row()  # a row kernel's [16] inputs: one row
+        assert out.shape == ((16,) if per_element else ()), src
         assert out.dtype in (np.float64, np.bool_), src
 
 
@@ -282,7 +289,7 @@ def test_reachability(corpus, compiled):
         feats["bool-op"] += "and" in texts or "or" in texts
     wanted = ([f"call:{b}" for b in spec.BUILTINS] + ["call-ns:math", "call-ns:np", "call-ns:bare"]
               + [f"const:{c}:{w}" for c in spec.CONSTANTS for w in ("ns", "bare")]
-              + [f"minmax-args:{n}" for n in (2, 3, 4)] + list(spec.AUG_ASSIGN) + ["True", "False"]
+              + [f"minmax-args:{n}" for n in (1, 2, 3, 4)] + list(spec.AUG_ASSIGN) + ["True", "False"]
               + [f"num:{k}" for k in ("hex", "oct", "bin", "exp", "lead-dot", "trail-dot", "float", "int",
                                       "underscore", "huge")]
               + ["docstring", "docstring-triple", "docstring-unicode", "trailing-comma", "one-line", "crlf", "tabs",
@@ -297,6 +304,128 @@ def test_short_programs_are_easy():
     assert sum(len(s) <= 160 for s in short) > 300
     assert sum(len(s) <= 80 for s in short) > 60
     assert all(len(s) <= 80 for s in generate_batch(200, 2, max_chars=80))
+
+
+# --------------------------------------------------------------------------------------------------
+# row kernels
+# --------------------------------------------------------------------------------------------------
+
+#: sha256 of repr(generate_batch(300, 7)) as the generator made it before row kernels (commit cb18db1):
+#: its elementwise stream is kept, so that rows=0 (and the places row kernels do not take) gives it still.
+ELEMENTWISE_DIGEST = "fad37b105ccb599347880140ad4b9f897ab93e134ee0facf1ce723299e9adde6"
+
+
+def _reduces(src: str) -> bool:
+    return compile_source(src).reduces
+
+
+def test_elementwise_stream_is_the_one_before_row_kernels():
+    import hashlib
+
+    plain = generate_batch(300, 7, rows=0)
+    assert hashlib.sha256(repr(plain).encode()).hexdigest() == ELEMENTWISE_DIGEST
+    assert not any(_reduces(src) for src in plain)  # no sum/mean, no one-argument min/max
+    mixed = generate_batch(300, 7)
+    rows = [i for i, src in enumerate(mixed) if src != plain[i]]
+    assert all(_reduces(mixed[i]) for i in rows)
+    assert all(not _reduces(src) for i, src in enumerate(mixed) if i not in rows)
+    assert generate(5) == generate(5, rows=0.0)  # one program: elementwise unless asked
+
+
+def test_row_share_and_determinism():
+    sources = generate_batch(2000, 3)
+    share = sum(map(_reduces, sources)) / len(sources)
+    assert abs(share - ROW_SHARE) < 0.03, share
+    assert sources == generate_batch(2000, 3)
+    assert all(map(_reduces, generate_batch(300, 4, rows=1.0)))
+    assert generate(9, rows=1.0) == generate(random.Random(9), rows=1.0)
+    for bad in (-0.1, 1.5):
+        with pytest.raises(ValueError, match="rows"):
+            generate_batch(3, 1, rows=bad)
+        with pytest.raises(ValueError, match="rows"):
+            generate(1, rows=bad)
+
+
+def _calls(tree) -> list[tuple[str, int]]:
+    return [(c.func.attr if isinstance(c.func, ast.Attribute) else c.func.id, len(c.args))
+            for c in ast.walk(tree) if isinstance(c, ast.Call)]
+
+
+def _nested_reduction(node, inside: bool = False) -> bool:
+    """A reduction inside another reduction's argument (max(x - max(x)), sum(exp(x - max(x))))."""
+    is_red = isinstance(node, ast.Call) and len(node.args) == 1 and (
+        node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id) in spec.REDUCTIONS
+    if is_red and inside:
+        return True
+    return any(_nested_reduction(c, inside or is_red) for c in ast.iter_child_nodes(node))
+
+
+def test_row_kernels_are_varied_realistic_and_evaluate():
+    sources = generate_batch(3000, 8, rows=1.0)
+    rng = np.random.default_rng(1)
+    counts = collections.Counter()
+    for src in sources:
+        program = compile_source(src)
+        assert program.reduces and program.n_params >= 1, src
+        out = evaluate(program, _inputs(rng, program.n_params), "float64")
+        assert out.shape == (() if program.returns_per_row() else (16,)), src
+        tree = ast.parse(normalize_newlines(src))
+        counts["per-row result"] += program.returns_per_row()
+        counts["nested"] += _nested_reduction(tree)
+        counts["name:" + tree.body[0].name] += 1
+        for name, n in _calls(tree):
+            if name in spec.REDUCTIONS and n == 1:
+                counts["reduce:" + name] += 1
+        counts["np."] += "np.sum(" in src or "np.max(" in src or "np.mean(" in src
+        counts["aug"] += any(isinstance(s, ast.AugAssign) for s in tree.body[0].body)
+    assert 0.2 < counts["per-row result"] / len(sources) < 0.8, counts
+    assert counts["nested"] > 0.2 * len(sources), counts
+    for name in ("softmax", "log_softmax", "layernorm", "rmsnorm", "logsumexp", "cross_entropy", "cosine_similarity",
+                 "l2_normalize", "variance", "kl_divergence", "minmax_scale", "max_abs"):
+        assert counts["name:" + name] >= 3, (name, counts)
+    assert all(counts["reduce:" + r] > 300 for r in spec.REDUCTIONS), counts
+    assert counts["np."] > 50 and counts["aug"] > 50, counts
+
+
+def test_row_kernels_keep_the_knobs():
+    for knobs in ({"statements": (0, 0)}, {"statements": (3, 5), "params": (2, 4)}, {"max_depth": 2},
+                  {"max_chars": 60}, {"style": False}):
+        for src in generate_batch(300, 10, rows=1.0, **knobs):
+            fn = ast.parse(normalize_newlines(src)).body[0]
+            body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+            lo, hi = knobs.get("statements", (1, 12))
+            assert lo + 1 <= len(body) <= hi + 1, (knobs, src)
+            lo, hi = knobs.get("params", (1, 8))
+            assert lo <= len(fn.args.args) <= hi, (knobs, src)
+            assert all(_depth(s.value) <= knobs.get("max_depth", 10) for s in body), (knobs, src)
+            assert len(src) <= knobs.get("max_chars", 10**6), (knobs, src)
+            if knobs.get("style") is False:
+                assert "#" not in src and "\r" not in src
+            assert _reduces(src), (knobs, src)
+    # no row kernel fits a depth of 0: the program is elementwise
+    assert not any(map(_reduces, generate_batch(50, 11, rows=1.0, max_depth=0)))
+
+
+def test_reduction_mutations():
+    sources = generate_batch(1500, 12, rows=0.5)
+    rng = random.Random(13)
+    kinds = collections.defaultdict(collections.Counter)
+    for src in sources:
+        mutant, name = mutate(src, rng, only="reduction")
+        try:
+            kinds[name][_compile(mutant).reduces] += 1
+        except CompileError as e:
+            _check_error(e, mutant)
+            kinds[name][e.kind] += 1
+    for name in ("axis", "empty", "many"):
+        assert set(kinds[f"reduction:{name}"]) == {"arity"} and kinds[f"reduction:{name}"]["arity"] > 20, kinds
+    for name in ("keyword", "method"):
+        assert set(kinds[f"reduction:{name}"]) == {"unsupported"} and kinds[f"reduction:{name}"]["unsupported"] > 20
+    assert kinds["reduction:extra"]["arity"] > 20  # sum(x, y); max(x, y) is elementwise, valid
+    assert kinds["reduction:wrap"][True] == sum(kinds["reduction:wrap"].values()) > 100  # a row kernel now
+    assert kinds["reduction:swap"][True] == sum(kinds["reduction:swap"].values()) > 20
+    assert kinds["reduction:unwrap"][True] + kinds["reduction:unwrap"][False] == sum(kinds["reduction:unwrap"].values())
+    assert kinds["reduction:unwrap"][False] > 5  # the only reduction removed: elementwise
 
 
 # --------------------------------------------------------------------------------------------------

@@ -290,7 +290,7 @@ def compile_source(source: str, *, quick: bool = True) -> Program:
         # statements' first lines: each logical line's, and a one-line def's body (`def f(x): return x`)
         starts = [tokens[a].line for a, _ in structure.lines]
         body = tokens[structure.header_colon + 1] if structure.header_colon >= 0 else None
-        if body is not None and body.kind != "newline":
+        if body is not None and body.kind != "newline" and (body.line, body.col) <= (line, e.offset or 1):
             starts.append(body.line)
         start = max([s for s in starts if s <= line] or [1])
         col = (e.offset or 1) if start == line else 1

@@ -33,8 +33,10 @@ VALID = [
     D + "    return x\n\n\n# trailing comment\n",
     # row kernels (docs/language.md, "Row kernels")
     "def softmax(x):\n    e = exp(x - max(x))\n    return e / sum(e)\n",
-    "def layernorm(x, gamma, beta):\n    mu = mean(x)\n    var = mean((x - mu) ** 2)\n"
-    "    return (x - mu) / sqrt(var + 1e-5) * gamma + beta\n",
+    (
+        "def layernorm(x, gamma, beta):\n    mu = mean(x)\n    var = mean((x - mu) ** 2)\n"
+        "    return (x - mu) / sqrt(var + 1e-5) * gamma + beta\n"
+    ),
     "def logsumexp(x):\n    m = max(x)\n    return m + log(sum(exp(x - m)))\n",
     D + "    return np.sum(x * y) + math.mean(x > 0) + np.max(x - np.max(x)) + min(min(y), y, 1)\n",
     D + "    return sum(2.0) + max(1) + mean(min(x, y))\n",

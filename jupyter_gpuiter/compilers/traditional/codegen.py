@@ -2,7 +2,8 @@
 
 Canonical order is statement order and left-to-right post-order: the nodes before a node are those
 that end before its first token, and its descendants (the nodes in its span but itself). Each node
-emits 0..7 instructions (a name emits none, a variadic min/max n-1); a node's first register is the
+emits 0..7 instructions (a name emits none, a variadic min/max n-1, a reduction one: sum, mean, or a
+min/max of one argument, whose op the table's one-argument half gives); a node's first register is the
 number of parameters plus the instructions of the nodes before it: two prefix sums of those counts
 (by position, and less those of the nodes that have not ended) read at the ends of its span, no
 sort. Each program gets a table of instruction rows: one per token (its first instruction; operands
@@ -33,7 +34,7 @@ import torch
 from ...ir import OP_INDEX
 from ...lang import spec
 from .batch_lexer import Tokens
-from .common import first_true, take
+from .common import eq, first_true, take
 from .parse import N_ATTR, N_BIN, N_BOOL, N_CALL, N_CALLEE, N_NAME, N_NUM, N_PRE, N_TERN, Tree
 from .semantic import BUILTIN_NAMES, CONSTANT_NAMES, Semantics
 
@@ -56,8 +57,9 @@ def _slot_codes(T: int, dev) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _tables(dev):
-    """(op table (see codegen), builtin is variadic, immediates: 0.0, the constants' values, 1.0 (True), the
-    parameters' and padding rows' ops and immediates [NP + 1], -1 as an int32 scalar tensor)."""
+    """(op table (see codegen), builtin is variadic, builtin reduces with one argument, immediates: 0.0, the
+    constants' values, 1.0 (True), the parameters' and padding rows' ops and immediates [NP + 1], -1 as an
+    int32 scalar tensor)."""
     if dev not in _TABLES:
         binary, unary = [-1] * NK, [-1] * NK
         for tok, b in spec.BINARY_OPS.items():
@@ -65,9 +67,11 @@ def _tables(dev):
         for tok, op in spec.AUG_ASSIGN.items():
             binary[K[tok]] = OP_INDEX[spec.BINARY_OPS[op].ir_op]
         unary[K["-"]], unary[K["+"]], unary[K["not"]] = OP_INDEX["neg"], OP_INDEX["pos"], OP_INDEX["not"]
+        # builtins by index, then (rows NB..2NB-1) the same called with one argument: a reduction's op
         builtin_ops = [OP_INDEX[spec.BUILTINS[n].ir_op] for n in BUILTIN_NAMES]
-        ops = []  # by (builtin + 1, node type, kind); what a node of each type emits, first role first
-        for b in [-1] + list(range(NB)):
+        builtin_ops += [OP_INDEX[spec.REDUCTIONS.get(n, spec.BUILTINS[n].ir_op)] for n in BUILTIN_NAMES]
+        ops = []  # by (builtin + 1 (+ NB: with one argument), node type, kind); what a node of each type emits
+        for b in [-1] + list(range(2 * NB)):
             for t in range(N_TYPES):
                 for k in range(NK):
                     ops.append(OP_INDEX["const"] if t in (N_NUM, N_NAME, N_ATTR) else OP_INDEX["bool"]
@@ -79,6 +83,7 @@ def _tables(dev):
         _TABLES[dev] = tuple(t.to(dev) for t in (
             torch.tensor(ops, dtype=I32),
             torch.tensor([spec.BUILTINS[n].arity[0] != spec.BUILTINS[n].arity[1] for n in BUILTIN_NAMES]),
+            torch.tensor([n in spec.REDUCTIONS for n in BUILTIN_NAMES]),
             torch.tensor(imm, dtype=torch.float64),
             torch.tensor(extra_ops, dtype=I32),
             torch.cat([torch.arange(NP, dtype=torch.float64), torch.zeros(1, dtype=torch.float64)]),
@@ -95,7 +100,7 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics, ok: torch.Tensor):
     B, T = kind.shape
     N = T + NP + 2  # slots: parameters, instructions, the return, padding
     assert N < 4096  # row codes in 12 bits
-    op_tab, b_var, imm_tab, extra_ops, extra_imm, minus1 = _tables(dev)
+    op_tab, b_var, b_red, imm_tab, extra_ops, extra_imm, minus1 = _tables(dev)
     pos = torch.arange(T, dtype=I32, device=dev)
     body, nt = tr.body, tr.ntype
 
@@ -109,6 +114,9 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics, ok: torch.Tensor):
     is_call = body & (nt == N_CALL) & (sm.builtin >= 0)
     node = is_const | is_call | (body & (is_pre | is_tern | (nt == N_BIN)))
     variadic = is_call & take(b_var, builtin)
+    # sum, mean and one-argument max/min reduce over the row: one instruction, the reduction's op
+    # (a variadic call of one argument emits one instruction anyway, its operand the argument)
+    reduces = is_call & take(b_red, builtin) & eq(tr.n_args, 1)
     inst = node | aug_here
     n_inst = torch.where(variadic, (tr.n_args - 1).clamp_(min=1), inst.int())
     # a node's first register: the parameters, then the instructions of the nodes before it in
@@ -155,7 +163,8 @@ def codegen(tk: Tokens, tr: Tree, sm: Semantics, ok: torch.Tensor):
     ret_reg = reg.gather(1, ret_value)[:, 0]
     # op by (builtin, node type, kind): of instruction tokens, names and attributes are constants,
     # aug operators have no node type
-    op_idx = sm.builtin.add(1).mul_(N_TYPES).add_(nt.int()).mul_(NK).add_(kind)
+    # (one-argument calls of a reduction name read the table's second half of builtins)
+    op_idx = sm.builtin.add(1).add_(reduces.int().mul_(NB)).mul_(N_TYPES).add_(nt.int()).mul_(NK).add_(kind)
     torch.index_select(op_tab, 0, op_idx.view(-1), out=rows_op[:BT])
     rows_op[BT:] = extra_ops
     torch.where(is_num & tk.slow_number, pos, minus1, out=rows_tok[:BT].view(B, T))  # valued on the host

@@ -3,12 +3,14 @@
 Byte-identical canonical text for valid programs; for invalid ones the same kind, line, diagnostic
 and message, and the same column unless it is a syntax error (tests/support/differential.py). The
 default run checks a fast subset; the full sweep of >=100,000 valid and >=100,000 mutated programs
-runs with `-m slow` (or --runslow). Hand-written cases, generated and mutated programs, random text,
+runs with `-m slow` (or --runslow); about a fifth of the generated programs are row kernels
+(generate.ROW_SHARE; test_rows.py has the hand-written ones and the reductions' arity errors). Hand-written cases, generated and mutated programs, random text,
 then line ends and indentation, and conditional expressions split by commas, each against the oracle
 and CPython's verdict.
 """
 
 import random
+import re
 
 import numpy as np
 import pytest
@@ -68,6 +70,7 @@ def test_generated_and_mutated_programs_agree(seed):
     mutants = [m for m, _ in generate.mutate_batch(sources, 2000 + seed)]
     got = assert_agree(sources + mutants)
     assert all(not g.startswith("error") for g in got[: len(sources)])
+    assert 40 < _row_kernels(got[: len(sources)]) < 140  # row kernels among them (generate.ROW_SHARE)
     assert sum(g.startswith("error") for g in got[len(sources):]) > 0.9 * len(mutants)
 
 
@@ -186,14 +189,24 @@ def test_cuda_agrees_with_serial():
     assert flagged == [len(sources) - len(COLLIDING) + i for i in range(4)]
 
 
+def _row_kernels(canonical: list[str]) -> int:
+    """How many of the canonical texts are row kernels (hold a reduction)."""
+    return sum(bool(_REDUCTION.search(c)) for c in canonical)
+
+
+_REDUCTION = re.compile(f"= (?:{'|'.join(spec.REDUCTION_OPS)}) %")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("part", range(10))
 def test_full_sweep(part):
-    """>=100,000 generated and >=100,000 mutated programs over the ten parts."""
+    """>=100,000 generated and >=100,000 mutated programs over the ten parts; about generate.ROW_SHARE of
+    the generated ones (and of the mutants' sources) are row kernels."""
     sources = generate.generate_batch(10_000, 50_000 + part)
     mutants = [m for m, _ in generate.mutate_batch(sources, 60_000 + part)]
-    assert_agree(sources)
-    assert_agree(mutants)
+    got = assert_agree(sources)
+    assert abs(_row_kernels(got) / len(got) - generate.ROW_SHARE) < 0.02
+    assert _row_kernels(assert_agree(mutants)) > 0.01 * len(mutants)
 
 
 def test_hash_collisions_are_caught_and_compiled_serially():

@@ -31,7 +31,7 @@ def test_report_is_consistent_and_restores_threads(tmp_path, capsys, monkeypatch
     finally:
         torch.set_num_threads(threads)
         workers.shutdown()
-    sources = generate_batch(48, 3)
+    sources = generate_batch(48, 3, rows=0)  # elementwise; row kernels are timed beside them
     assert report["programs"] == 48 and report["bytes"] == sum(len(s.encode()) for s in sources)
     assert report["valid"] == sum(isinstance(r, Program) for r in compile_sources(sources)) == 48
     assert report["ratio_device_vs_serial"] == report["serial_s"] / report["traditional_device_s"]
@@ -46,7 +46,13 @@ def test_report_is_consistent_and_restores_threads(tmp_path, capsys, monkeypatch
     assert json.loads((tmp_path / "compile.json").read_text()) == json.loads(json.dumps(report))
     out = capsys.readouterr().out
     assert "(2 worker processes)" in out and "in one process, 2 threads" in out and "in one process, 1 thread" in out
-    assert out.count("x serial") == 4
+    assert out.count("x serial") == 4 + 2  # and the row kernels' two traditional rows
+    rows = report["row_kernels"]
+    row_sources = generate_batch(48, 3, rows=1.0)
+    assert rows["programs"] == 48 and rows["bytes"] == sum(len(s.encode()) for s in row_sources)
+    assert rows["valid"] == rows["reducing"] == 48 and rows["reductions"] >= 48
+    assert rows["ratio_device_vs_serial"] == rows["serial_s"] / rows["traditional_device_s"]
+    assert "row kernels beside them: 48 generated" in out
     assert report["ratio_device_vs_serial_by_round"] == [report["ratio_device_vs_serial"]]  # one round: its ratio
 
 
@@ -58,9 +64,9 @@ def test_variants_are_measured_in_rounds(monkeypatch, capsys):
     monkeypatch.setattr(traditional, "compile_to_batches",
                         lambda *a, **k: calls.append(f"device {k.get('workers')}") or real_device(*a, **k))
     report = bench_compile.run(n=24, seed=5, device="cpu", repeats=3)
-    serial_at = [i for i, c in enumerate(calls) if c == "serial"]
-    assert len(serial_at) == 3 and all(b - a > 1 for a, b in itertools.pairwise(serial_at))  # not three in a row
-    assert calls[serial_at[0] + 1] == f"device {report['workers']}"  # each round: serial, then the device batch
+    serial_at = [i for i, c in enumerate(calls) if c == "serial"]  # the elementwise batch's, then the row kernels'
+    assert len(serial_at) == 6 and all(b - a > 1 for a, b in itertools.pairwise(serial_at))  # not two in a row
+    assert all(calls[i + 1] == f"device {report['workers']}" for i in serial_at)  # each: serial, then the device batch
     ratios = report["ratio_device_vs_serial_by_round"]
     assert len(ratios) == 3 and min(ratios) <= report["ratio_device_vs_serial"] <= max(ratios)
     assert "by round" in capsys.readouterr().out
