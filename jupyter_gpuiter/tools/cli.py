@@ -149,7 +149,8 @@ def _train_neural(args) -> int:
     from ..compilers.neural.train import TrainConfig, export, train
 
     cfg = TrainConfig(examples=args.examples, steps=args.steps, minutes=args.minutes, data_seed=args.data_seed,
-                      eval_every=args.eval_every, threads=args.threads)
+                      eval_every=args.eval_every, threads=args.threads, rows=args.rows, init=args.init or "",
+                      lr=args.lr, warmup=args.warmup)
     try:
         last = train(args.out, cfg, resume=args.resume, device=args.device or "cpu")
         print(f"checkpoint: {last}")
@@ -220,6 +221,11 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--data-seed", type=int, default=1, help="Seed of the training programs.")
     t.add_argument("--eval-every", type=int, default=1000, help="Score the held-out set and save every N steps.")
     t.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default).")
+    t.add_argument("--rows", type=float, default=0.35, help="Share of row kernels among the training programs.")
+    t.add_argument("--init", default=None,
+                   help="Start from this checkpoint's weights (fine-tuning; an older vocabulary is grown).")
+    t.add_argument("--lr", type=float, default=2e-3, help="Peak learning rate.")
+    t.add_argument("--warmup", type=int, default=400, help="Warm-up steps of the learning rate.")
     t.add_argument("--device", default=None, help="cpu (default) or cuda.")
     t.add_argument("--resume", action="store_true", help="Continue from OUT/last.pt.")
     t.add_argument("--export", default=None, help="Also write a float16 copy for shipping to this path.")
