@@ -1,4 +1,5 @@
-"""Native CUDA kernels: a Program rendered as CUDA C (one thread per element), compiled through CuPy.
+"""Native CUDA kernels: a Program rendered as CUDA C (one thread per element; a row kernel, a block per row),
+compiled through CuPy.
 
 The renderer is data, tinygrad-style: one format string per IR op; Python's semantics where C differs
 (floor division, modulo and min/max follow Python and NumPy; clip propagates nan as torch does) live
@@ -10,6 +11,31 @@ from the float64 the IR holds, to the kernel dtype. The source needs nothing fro
 name (a hash of the program and dtype) in memory, and on disk by CuPy's own kernel cache;
 `compile_kernels` compiles many in one NVRTC call. `nvrtc_compile` compiles a source to PTX with NVRTC
 alone, no GPU needed (tests/runtime/test_cuda_nvrtc.py).
+
+Row kernels (a program with a reduction, docs/language.md "Row kernels") render as one block per row, the
+blocks striding over the rows when there are more rows than blocks; the threads of a block stride over the
+row's elements, so a row may have any length (1 or 100,000: 32 to `ROW_THREADS` threads a block, as many as
+the row fills). Every value the program needs after a reduction is *recomputed*, not kept: the reductions
+are grouped into passes by how many reductions deep they are (`sum(x) + sum(x * x)` is one pass, layer
+norm's `mean((x - mean(x)) ** 2)` two), and each pass runs over the row again, recomputing from the inputs
+the elementwise instructions its reductions' operands need, with the per-row values of the earlier passes
+in registers. A last pass computes the per-element result and writes it; a per-row result is written once,
+by thread 0. Recomputing costs a re-read of the row per pass (from L2 for rows that fit) and the
+elementwise arithmetic again, and needs no scratch memory, no limit on the row's length and no second
+launch; keeping the registers instead would need a [rows, n, live registers] buffer in global memory, written
+and read back, which costs more memory traffic than the re-read for every kernel here (the inputs are a
+few values per element). Only the instructions the result depends on are rendered (a reduction bound to
+a name never read costs no pass). Each thread accumulates its elements in double; a block reduction (warp
+shuffles, then one double per warp in shared memory, folded in the same order by every thread, so all hold
+the same value) gives the row's total, which is rounded once to the kernel dtype (for float16 and bfloat16
+through float rounded to odd, so never twice), `mean` dividing by n in double first. `max` and `min` fold
+exactly, a nan anywhere giving nan as np.max does; between +0 and -0, max takes +0 and min -0 (NumPy's
+choice there depends on the order and the SIMD path). Inputs are given with a row stride and an element
+stride each, so a row-broadcast parameter (layer norm's gamma of shape [n]) is read in place, not copied.
+A block per row keeps the GPU busy when there are many rows; a few very long rows (16 rows of 10^6) use as
+many blocks, a few SMs, and would need a row split across blocks (a second reduction level) to go faster;
+rows much shorter than 32 leave most of a warp idle (fused_cuda.py's verification kernel packs such rows
+into the lanes of a warp).
 """
 
 from __future__ import annotations
@@ -18,7 +44,7 @@ import hashlib
 import math
 
 from ..ir import Program
-from ..lang.spec import IR_OP_BY_NAME
+from ..lang.spec import IR_OP_BY_NAME, REDUCTION_OPS
 
 C_TYPES = {"float16": ("__half", "float"), "bfloat16": ("__nv_bfloat16", "float"), "float32": ("float", "float"),
            "float64": ("double", "double")}
@@ -118,10 +144,65 @@ def _literal(v: float, dtype: str) -> str:
 
 HEADER = "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n" + PREAMBLE
 
+#: Row kernels: per reduction, the fold gi_fold and gi_reduce run (0 sum, 1 max, 2 min) and a thread's start value.
+REDUCE_FOLDS = {"sum": 0, "mean": 0, "amax": 1, "amin": 2}
+REDUCE_START = {0: "0.0", 1: "(-py_inf<double>())", 2: "py_inf<double>()"}
+#: A reduction's float64 total rounded once to the kernel dtype (a value of the compute type C).
+ROUND_ONCE = {"float16": "py_round_f16(py_odd_f32({}))", "bfloat16": "py_round_bf16(py_odd_f32({}))",
+              "float32": "((float)({}))", "float64": "({})"}
+
+#: What row kernels add to HEADER (after it; guarded, so every row kernel of a file may carry it): rounding a
+#: double once to float16 or bfloat16, the folds of the reductions, and the reduction over a team of threads.
+ROW_HELPERS = r"""
+#ifndef GI_ROW_HELPERS
+#define GI_ROW_HELPERS
+#ifndef GI_WARP
+#define GI_WARP 32
+#endif
+/* d rounded to float, to odd where inexact: rounding that to float16 or bfloat16 (to nearest even) is d rounded
+   once, since float keeps more than two bits beyond theirs */
+__device__ __forceinline__ float py_odd_f32(double d) {
+    float c = (float)d;
+    if (fabsf(c) < py_inf<float>() && (double)c != d) {
+        const unsigned int u = __float_as_uint(c) - (fabs((double)c) > fabs(d) ? 1u : 0u);
+        c = __uint_as_float(u | 1u);
+    }
+    return c;
+}
+/* a fold step: 0 sum; 1 max, 2 min, where a nan wins (np.max) and +0 beats -0 for max, -0 beats +0 for min, so
+   the result depends on no order */
+template <int OP> __device__ __forceinline__ double gi_fold(double a, double b) {
+    if (OP == 0 || isnan(a) || isnan(b)) return a + b;
+    if (OP == 1) return (b > a || (b == a && signbit(a))) ? b : a;
+    return (b < a || (b == a && signbit(b))) ? b : a;
+}
+/* one double per warp of the block, for gi_reduce */
+__shared__ double gi_row_sh[32];
+/* v folded over a team of `team` threads, the same value returned to each: a power of two up to GI_WARP (aligned
+   lanes of one warp: shuffles only), or the whole block (blockDim.x a multiple of GI_WARP: shuffles, then the
+   warps' partial folds through shared memory, folded in the same order by every thread). Every thread of the
+   team calls it (a thread with no elements passes the fold's start value). */
+template <int OP> __device__ double gi_reduce(double v, int team) {
+    const int w = team < GI_WARP ? team : GI_WARP;
+    for (int o = w / 2; o > 0; o >>= 1) v = gi_fold<OP>(v, __shfl_down_sync(0xffffffffu, v, o, w));
+    if (team <= GI_WARP) return __shfl_sync(0xffffffffu, v, 0, w);
+    __syncthreads();  /* every thread has read gi_row_sh since the last reduction */
+    if (threadIdx.x % GI_WARP == 0) gi_row_sh[threadIdx.x / GI_WARP] = v;
+    __syncthreads();
+    v = gi_row_sh[0];
+    for (int k = 1; k < team / GI_WARP; ++k) v = gi_fold<OP>(v, gi_row_sh[k]);
+    return v;
+}
+#endif
+"""
+
 
 def cuda_source(program: Program, dtype: str = "float32", name: str = "kernel", header: bool = True) -> str:
     """CUDA C for `program`: one thread per element, inputs and output of the kernel dtype (with the
-    includes and the preamble unless header=False, for putting several kernels in one file)."""
+    includes and the preamble unless header=False, for putting several kernels in one file); a row kernel
+    renders as `row_source` does."""
+    if program.reduces:
+        return row_source(program, dtype, name, header)
     storage, ctype = C_TYPES[dtype]
     params = ", ".join(f"const {storage}* __restrict__ x{i}" for i in range(program.n_params))
     out_type = "bool" if program.returns_bool() else storage
@@ -132,22 +213,108 @@ def cuda_source(program: Program, dtype: str = "float32", name: str = "kernel", 
              "    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
              "    if (i >= n) return;"]
     for k, (op, (a, b, c), imm) in enumerate(zip(program.ops, program.args, program.imms)):
-        if op == "param":
-            expr = LOAD[dtype].format(f"x{int(imm)}[i]")
-        elif op in ("const", "bool"):
-            expr = _literal(imm, dtype)
-        elif op == "ret":
+        if op == "ret":
             value = f"r{a}"
             stored = f"({value} != 0)" if program.returns_bool() else STORE[dtype].format(value)
             lines.append(f"    out[i] = {stored};")
             break
-        else:
-            operands = {"a": f"r{a}", "b": f"r{b}", "c": f"r{c}"}
-            expr = C_OPS[op].format(**operands)
-            expr = expr if op in EXACT_OPS else ROUND[dtype].format(expr)
-            assert IR_OP_BY_NAME[op].nargs <= 3
+        expr = _expression(op, (a, b, c), imm, dtype, lambda j: f"x{j}[i]")
         lines.append(f"    const C r{k} = {expr};")
     lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _expression(op: str, args: tuple[int, int, int], imm: float, dtype: str, load) -> str:
+    """The C expression of one elementwise instruction (its value in the compute type C); load(j) is how the
+    kernel reads its parameter j."""
+    if op == "param":
+        return LOAD[dtype].format(load(int(imm)))
+    if op in ("const", "bool"):
+        return _literal(imm, dtype)
+    a, b, c = args
+    assert IR_OP_BY_NAME[op].nargs <= 3 and op in C_OPS, op
+    expr = C_OPS[op].format(a=f"r{a}", b=f"r{b}", c=f"r{c}")
+    return expr if op in EXACT_OPS else ROUND[dtype].format(expr)
+
+
+def _operands(program: Program) -> list[tuple[int, ...]]:
+    return [args[: IR_OP_BY_NAME[op].nargs] for op, args in zip(program.ops, program.args)]
+
+
+def row_source(program: Program, dtype: str = "float32", name: str = "kernel", header: bool = True) -> str:
+    """CUDA C for a row kernel (see the module's note): a block per row, striding over the rows; parameter j
+    is (x{j}, its row stride, its element stride) in elements; `out` is [rows, n] for a per-element result,
+    [rows] for a per-row one. With header=False, ROW_HELPERS is still included (it is guarded), HEADER not."""
+    storage, ctype = C_TYPES[dtype]
+    ops, imms = program.ops, program.imms
+    operands = _operands(program)
+    ret = operands[-1][0]
+    assert ops[-1] == "ret", "a program ends with ret"
+    live = [False] * len(ops)  # what the result depends on
+    live[ret] = True
+    for k in range(ret, -1, -1):
+        if live[k]:
+            for j in operands[k]:
+                live[j] = True
+    per_row = program.per_row()
+    depth = []  # how many passes a value waits for: a reduction is one pass deeper than its operand
+    for op, ks in zip(ops, operands):
+        d = max((depth[j] for j in ks), default=0)
+        depth.append(d + 1 if op in REDUCTION_OPS else d)
+    reductions = [k for k in range(len(ops) - 1) if live[k] and ops[k] in REDUCTION_OPS]
+    passes = max((depth[k] for k in reductions), default=0)
+
+    def instruction(k: int, indent: str) -> str:
+        load = lambda i: f"x{i}[row * x{i}_rs + j * x{i}_es]"  # parameter i at element j of the row
+        return f"{indent}const C r{k} = {_expression(ops[k], program.args[k], imms[k], dtype, load)};"
+
+    def per_row_values(p: int) -> list[str]:
+        """The per-row instructions (not reductions) whose last operand is ready after pass p."""
+        return [instruction(k, " " * 8) for k in range(len(ops) - 1)
+                if live[k] and per_row[k] and depth[k] == p and ops[k] not in REDUCTION_OPS]
+
+    def per_element(roots: list[int]) -> list[str]:
+        """The per-element instructions `roots` need, in program order (per-row ones are ready in registers)."""
+        need, todo = set(), [k for k in roots if not per_row[k]]
+        while todo:
+            k = todo.pop()
+            if k not in need:
+                need.add(k)
+                todo += [j for j in operands[k] if not per_row[j]]
+        return [instruction(k, " " * 12) for k in sorted(need)]
+
+    params = "".join(f"const {storage}* __restrict__ x{i}, long long x{i}_rs, long long x{i}_es, "
+                     for i in range(program.n_params))
+    out_type = "bool" if program.returns_bool() else storage
+    lines = [HEADER if header else "", ROW_HELPERS,
+             f'extern "C" __global__ void {name}({params}{out_type}* __restrict__ out, long long rows, long long n) {{',
+             f"    typedef {ctype} C;",
+             "    for (long long row = blockIdx.x; row < rows; row += gridDim.x) {",
+             *per_row_values(0)]
+    for p in range(1, passes + 1):
+        now = [k for k in reductions if depth[k] == p]
+        lines += [f"        double g{k} = {REDUCE_START[REDUCE_FOLDS[ops[k]]]};" for k in now]
+        lines += ["        for (long long j = threadIdx.x; j < n; j += blockDim.x) {",
+                  *per_element([operands[k][0] for k in now])]
+        for k in now:
+            fold = REDUCE_FOLDS[ops[k]]
+            value = f"(double)r{operands[k][0]}"
+            lines.append(f"            g{k} += {value};" if fold == 0 else f"            g{k} = gi_fold<{fold}>(g{k}, {value});")
+        lines.append("        }")
+        for k in now:
+            total = f"gi_reduce<{REDUCE_FOLDS[ops[k]]}>(g{k}, blockDim.x)"
+            if ops[k] == "mean":
+                total = f"{total} / (double)n"
+            value = ROUND_ONCE[dtype].format(total) if ops[k] in ("sum", "mean") else f"(C){total}"
+            lines.append(f"        const C r{k} = {value};")
+        lines += per_row_values(p)
+    store = (lambda v: f"({v} != 0)") if program.returns_bool() else STORE[dtype].format
+    if per_row[ret]:
+        lines.append(f"        if (threadIdx.x == 0) out[row] = {store(f'r{ret}')};")
+    else:
+        lines += ["        for (long long j = threadIdx.x; j < n; j += blockDim.x) {", *per_element([ret]),
+                  f"            out[row * n + j] = {store(f'r{ret}')};", "        }"]
+    lines += ["    }", "}"]
     return "\n".join(lines) + "\n"
 
 
@@ -185,11 +352,21 @@ def source_hash(source: str) -> str:
 CUPY_DTYPES = {"float16": "float16", "float32": "float32", "float64": "float64"}
 
 
+#: Threads of a row kernel's block, at most (fewer for short rows: 32 * ceil(n / 32)); any kernel launches with
+#: 256 threads, whatever registers it needs. Blocks, at most: they stride over the rows beyond.
+ROW_THREADS = 256
+ROW_BLOCKS = 1 << 20
+
+
 def launch(program: Program, inputs: list, dtype: str = "float32"):
-    """Run the native kernel on CuPy arrays of one shape and dtype; returns a CuPy array."""
+    """Run the native kernel on CuPy arrays of one shape and dtype; returns a CuPy array. A row kernel takes
+    arrays that broadcast together (the last axis is the row; a row-broadcast one is read in place) and
+    raises ValueError when the rows are empty; its result drops the last axis when it is per row."""
     if dtype not in CUPY_DTYPES:
         raise ValueError(f"native CUDA kernels run on float16, float32 or float64 CuPy arrays, not {dtype} "
                          "(CuPy has no bfloat16: use torch tensors for bfloat16)")
+    if program.reduces:
+        return _launch_rows(program, inputs, dtype)
     import cupy
 
     (kernel,) = compile_kernels([program], dtype)
@@ -202,6 +379,48 @@ def launch(program: Program, inputs: list, dtype: str = "float32"):
     threads = 256
     kernel(((n + threads - 1) // threads,), (threads,), (*[cupy.ascontiguousarray(x) for x in inputs], out,
                                                          cupy.int64(n)))
+    return out
+
+
+def row_layout(program: Program, inputs: list, dtype: str, xp) -> tuple[tuple, int, int, list]:
+    """A row kernel's launch geometry: (broadcast shape, rows, row length n, per input (a [rows, n] view of the
+    kernel dtype, its row stride, its element stride), strides in elements). xp is numpy or cupy; a view is the
+    input itself where the broadcast allows (strides 0 along broadcast axes), else a copy. ValueError (from
+    reference.check_rows) when the rows are empty or there are none."""
+    import numpy as np
+
+    from .reference import check_rows
+
+    shape = np.broadcast_shapes(*[np.shape(x) for x in inputs]) if inputs else ()
+    check_rows(program.name, shape)
+    n = shape[-1]
+    rows = math.prod(shape[:-1])
+    views = []
+    for x in inputs:
+        v = xp.broadcast_to(xp.asarray(x, dtype=CUPY_DTYPES[dtype]), shape).reshape(rows, n)
+        views.append((v, v.strides[0] // v.itemsize, v.strides[1] // v.itemsize))
+    return shape, rows, n, views
+
+
+def _launch_rows(program: Program, inputs: list, dtype: str):
+    import numpy as np
+
+    shape = np.broadcast_shapes(*[np.shape(x) for x in inputs]) if inputs else ()
+    from .reference import check_rows
+
+    check_rows(program.name, shape)  # before anything touches the GPU
+    import cupy
+
+    shape, rows, n, views = row_layout(program, inputs, dtype, cupy)
+    is_bool = program.returns_bool()
+    out = cupy.full(shape[:-1] if program.returns_per_row() else shape, True if is_bool else float("nan"),
+                    dtype=bool if is_bool else CUPY_DTYPES[dtype])  # poisoned, as for elementwise kernels
+    if rows == 0:
+        return out
+    (kernel,) = compile_kernels([program], dtype)
+    args = [a for v, rs, es in views for a in (v, cupy.int64(rs), cupy.int64(es))]
+    threads = min(ROW_THREADS, 32 * -(-n // 32))
+    kernel((min(rows, ROW_BLOCKS),), (threads,), (*args, out, cupy.int64(rows), cupy.int64(n)))
     return out
 
 

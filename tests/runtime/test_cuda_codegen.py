@@ -10,11 +10,13 @@ from tests.support.cuda_programs import COMPUTE_OPS, chain_programs, const_progr
 
 
 def _programs(n, seed):
-    return list(compile_batch(generate.generate_batch(n, seed, params=(0, 4)), mode="serial").results)
+    """Generated elementwise programs (row kernels: tests/runtime/test_cuda_rows.py)."""
+    results = compile_batch(generate.generate_batch(n, seed, params=(0, 4)), mode="serial").results
+    return [p for p in results if not p.reduces]
 
 
 def test_source_shape():
-    p = _programs(1, 1)[0]
+    p = _programs(4, 1)[0]
     src = cuda_source(p, "float32", "my_kernel")
     assert 'extern "C" __global__ void my_kernel(' in src and "out[i] =" in src
     assert src.count("const C r") == len(p.ops) - 1

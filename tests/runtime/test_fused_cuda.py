@@ -43,6 +43,7 @@ def test_source_compiles_to_ptx(nvrtc, dtype):
         ptx, log = nvrtc_compile(fused_cuda.source(dtype), arch, (*NVRTC_OPTIONS, f"-DGI_MAX_REGS={cap}"))
         assert log.strip() == "", log[:3000]
         assert ".entry gi_compare(" in ptx and ".entry gi_evaluate(" in ptx
+        assert ".entry gi_compare_rows(" in ptx and ".entry gi_evaluate_rows(" in ptx  # tests/runtime/test_cuda_rows_fused.py
 
 
 def test_long_programs_are_refused_and_no_gpu_is_no_error():
@@ -69,8 +70,9 @@ def _exact(arrays: fused.ProgramArrays) -> fused.ProgramArrays:
 
 @functools.cache
 def _programs(seed: int) -> fused.ProgramArrays:
-    sources = generate.generate_batch(120, seed, params=(0, 4)) + ["def f(x):\n    return y\n"]
-    return fused.ProgramArrays.from_programs(compile_batch(sources, mode="serial").results)
+    sources = generate.generate_batch(160, seed, params=(0, 4)) + ["def f(x):\n    return y\n"]
+    results = compile_batch(sources, mode="serial").results  # row kernels: tests/runtime/test_cuda_rows_fused.py
+    return fused.ProgramArrays.from_programs([r for r in results if not getattr(r, "reduces", False)])
 
 
 def _case(dtype: str, seed: int):
@@ -131,7 +133,7 @@ def _check_library(arrays, x, want, dtype, got, cmp, rtol, atol):
 
 #: Every exact op alone, and literals at the edges of every dtype (rounded once, from float64, to the kernel dtype).
 EDGES = fused.ProgramArrays.from_programs(
-    [op_program(op) for op in COMPUTE_OPS if op not in LIBRARY_OPS] + [const_program(v) for v in LITERALS]
+    [op_program(op) for op in COMPUTE_OPS if op not in LIBRARY_OPS and op not in spec.REDUCTION_OPS] + [const_program(v) for v in LITERALS]
     + [const_program(float(b), "bool") for b in (0, 1)])
 
 _FIELDS = ("failures", "first_failure", "max_abs_err", "max_rel_err", "max_ulp_err", "evaluated")
@@ -169,7 +171,8 @@ _HOST = CUDA_ON_HOST + r"""
 #define GI_WARP 1
 inline void __syncthreads() {}
 inline int __syncthreads_or(int p) { return p; }
-template <class T> T __shfl_down_sync(unsigned, T v, int) { return v; }
+template <class T> T __shfl_down_sync(unsigned, T v, int, int = 1) { return v; }
+template <class T> T __shfl_sync(unsigned, T v, int, int = 1) { return v; }
 inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) { auto o = *p; *p += v; return o; }
 inline long long atomicMin(long long* p, long long v) { auto o = *p; if (v < o) *p = v; return o; }
 inline unsigned long long atomicMax(unsigned long long* p, unsigned long long v) { auto o = *p; if (v > o) *p = v; return o; }
