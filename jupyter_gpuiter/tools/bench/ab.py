@@ -123,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
                          "hand-written ones (no exponent, no 17 digits, points and underscores in a row)")
     args = ap.parse_args(argv)
     knobs = {k: v for k, v in (("statements", tuple(args.statements or ())), ("max_nodes", args.max_nodes)) if v}
+    knobs["rows"] = 0  # elementwise programs: the figures recorded before row kernels
     sources = generate_batch(args.n, 0, **knobs)
     seed, plain = 0, re.compile(r"\r|[0-9.][eE]|[0-9._]{17}")
     while args.plain and len(sources := [s for s in sources if not plain.search(s)]) < args.n:

@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     sync = device_sync(dev)
     sizes = [int(s) for s in args.sizes.split(",")]
     n = max(4096, 2 * max(sizes))
-    by_length = sorted((encode(s) for s in generate_batch(n, 0)), key=len)
+    by_length = sorted((encode(s) for s in generate_batch(n, 0, rows=0)), key=len)
     mid = n // 2 - max(sizes) // 2  # programs of about the median length
     warm = max(1, min(5, args.repeats - 1))
     counted = max(1, args.repeats - warm)
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
 def split_of_a_part(n: int, workers: int, dev: torch.device, repeats: int) -> None:
     """Print the chunks the first of `workers` processes cuts its part of n generated programs into, and
     their time as cut, halved and doubled."""
-    encoded = [encode(s) for s in generate_batch(n, 0)]
+    encoded = [encode(s) for s in generate_batch(n, 0, rows=0)]
     sizes = np.fromiter(map(len, encoded), dtype=np.int64, count=n)
     part = [encoded[i] for i in np.argsort(sizes, kind="stable").tolist()[0::workers]]
     width = np.fromiter(map(len, part), dtype=np.int64, count=len(part)) + 1

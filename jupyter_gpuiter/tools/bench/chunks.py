@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     dev = torch.device(args.device)
     settings = [tuple(map(int, s.split(":"))) for s in (args.settings or DEFAULTS[dev.type]).split(",")]
-    sources = generate_batch(args.n, args.seed)
+    sources = generate_batch(args.n, args.seed, rows=0)
     sync = device_sync(dev)
 
     def compile_once():  # chunks as this process makes them, not worker processes

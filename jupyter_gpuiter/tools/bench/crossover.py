@@ -17,13 +17,13 @@ SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 def run(device=None, sizes=SIZES, repeats: int = 5, seed: int = 0, json_path: str | None = None) -> dict:
     dev = resolve(device)
     traditional_compiler.warm_up(dev)
-    compile_batch(generate_batch(64, seed + 99), mode="traditional", device=dev)  # the worker pool, started
+    compile_batch(generate_batch(64, seed + 99, rows=0), mode="traditional", device=dev)  # the worker pool, started
     table = {}
     for n in sizes:
         batches = iter(range(10**9))
 
         def fresh(n=n, batches=batches):
-            return generate_batch(n, seed * 1_000_003 + n * 1009 + next(batches))
+            return generate_batch(n, seed * 1_000_003 + n * 1009 + next(batches), rows=0)
 
         timed = alternating({mode: (lambda m=mode: compile_batch(fresh(), mode=m, device=dev))
                              for mode in ("serial", "traditional")}, repeats)

@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if min(args.n, args.copies, args.repeats) < 1:
         ap.error("--n, --copies and --repeats take a whole number of at least 1")
-    sources = generate_batch(args.n, 0) * args.copies
+    sources = generate_batch(args.n, 0, rows=0) * args.copies
     cuda = torch.device("cuda")  # (a device type only: nothing runs on it)
     max_cells = driver.CUDA_CHUNK_CELLS
     min_cells, waste = traditional.chunk_closing(cuda, max_cells)

@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calls", type=int, default=16)
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args(argv)
-    encoded = [encode(s) for s in generate_batch(args.n, args.seed)]
+    encoded = [encode(s) for s in generate_batch(args.n, args.seed, rows=0)]
     sizes = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
     order = np.argsort(sizes, kind="stable").tolist()
     n = args.workers
