@@ -231,14 +231,16 @@ def test_each_compile_verify_and_verify_batch_publishes_one_iteration():
         "compile", "mul", "auto", "float64", False, None, False)
     assert c.extra["path"] == "serial" and c.seconds["compile"] > 0
 
+    # the Kernel's compile counts in the iteration that verifies it, once: made to look like 1,000 s, so that
+    # no wall-clock noise can decide the asserts below
+    sess._compile_seconds[k] = 1e3
     v = sess.verify(k, SRC, dtype="float64", **OPTIONS)
     assert len(events) == 2 and v.passed
     e = events[-1]
     assert (e.kind, e.name, e.mode, e.dtype, e.verdict, e.error) == ("verify", "f", "auto", "float64", v, None)
-    # the Kernel's compile counts in the iteration that verifies it, once
-    assert e.seconds["compile"] >= c.seconds["compile"] and set(v.timings) <= set(e.seconds)
+    assert e.seconds["compile"] >= 1e3 and set(v.timings) <= set(e.seconds)
     sess.verify(k, SRC, dtype="float64", **OPTIONS)
-    assert events[-1].seconds["compile"] < c.seconds["compile"] + e.seconds["compile"]
+    assert events[-1].seconds["compile"] < 1e3
 
     sess.verify_batch([SRC, SRC.replace("1.0", "2.0")], SRC, **OPTIONS)
     b = events[-1]

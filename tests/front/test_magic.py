@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import torch
+from IPython import get_ipython
 from IPython.core.error import UsageError
 from IPython.testing.globalipapp import start_ipython
 
@@ -14,7 +15,7 @@ GELU = "def gelu(x):\n    inner = 0.7978845608 * (x + 0.044715 * x ** 3)\n    re
 
 @pytest.fixture(scope="module")
 def ip():
-    shell = start_ipython()
+    shell = start_ipython() or get_ipython()  # None when another test module started the shell already
     shell.run_line_magic("load_ext", "jupyter_gpuiter")
     return shell
 

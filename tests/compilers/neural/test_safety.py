@@ -72,7 +72,8 @@ def test_compile_with_a_malicious_model_path_refuses_it(evil, mode):
 
 
 def test_the_magic_refuses_a_malicious_model(evil):
-    from IPython.testing.globalipapp import get_ipython, start_ipython
+    from IPython import get_ipython
+    from IPython.testing.globalipapp import start_ipython
 
     path, marker = evil
     ip = start_ipython() or get_ipython()  # None when another test started the shell already
