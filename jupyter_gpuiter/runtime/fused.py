@@ -486,9 +486,16 @@ def _exec(ops, args, imm, length, x, lo, m, regs, mode, row):
             for t in range(m):
                 d[t] = _mod(a[t], b[t])
         elif op == POW:
-            b = regs[args[k, 1]]
-            for t in range(m):
-                d[t] = np.power(a[t], b[t])
+            e = args[k, 1]
+            if ops[e] == CONST and imm[e] == 2.0:
+                # x ** 2, as in a variance: the product rounded once, which a correctly rounded pow also
+                # gives, without a library call an element (a layer norm ran 2.7x slower than torch's ops)
+                for t in range(m):
+                    d[t] = a[t] * a[t]
+            else:
+                b = regs[e]
+                for t in range(m):
+                    d[t] = np.power(a[t], b[t])
         elif op == LT:
             b = regs[args[k, 1]]
             for t in range(m):

@@ -472,6 +472,21 @@ def test_transcendental_op(op, dtype):
         assert agree[:n_special].all() or op in ("log1p", "erf"), (op, dtype, x[:, :n_special][:, ~agree[:n_special]])
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_square_is_the_product_rounded_once(dtype):
+    """`x ** 2` (a literal 2) is x * x rounded once, bit for bit, also where x² lies on a rounding tie
+    (1 + 2^-12 in float32) and on every special value."""
+    rng = np.random.default_rng(3)
+    x = np.concatenate([special_values(dtype).double().numpy(), [1 + 2.0 ** -12, -(1 + 2.0 ** -12)], rng.normal(0, 1e3, 5000)])
+    x = _registers(torch.from_numpy(x).to(_tdt(dtype)), dtype)
+    (prog,) = compile_batch(["def f(x):\n    return x ** 2\n"]).programs
+    got = fused.evaluate(fused.ProgramArrays.from_programs([prog]), x[None, :], dtype)[0]
+    with np.errstate(over="ignore"):
+        want = _round_array(x * x, dtype)
+    u = got.dtype.str.replace("f", "u")
+    assert np.array_equal(got.view(u), want.view(u))
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_literals_round_once(dtype):
     """A literal is rounded once to the kernel dtype (NumPy's np.float16(v), the CUDA renderer), not through
