@@ -174,6 +174,22 @@ __device__ __forceinline__ long long gi_key(C v) {
 #endif
 }
 
+/* compare.py's rule for one output (rtol/atol; nan equals nan), folding the finite errors into the maxima of
+   absolute, relative and ULP error */
+__device__ __forceinline__ bool gi_close(C got, C want, double rtol, double atol, double& ea, double& er, double& eu) {
+    const double g = (double)got, e = (double)want, diff = fabs(g - e), ae = fabs(e);
+    const bool finite = fabs(g) < py_inf<double>() && ae < py_inf<double>();
+    if (finite) {
+        ea = diff > ea ? diff : ea;
+        if (ae > 0) er = diff / ae > er ? diff / ae : er;
+        const long long ka = gi_key(got), kb = gi_key(want);
+        const double u = (ka >= 0) == (kb >= 0) ? (double)(ka > kb ? ka - kb : kb - ka)
+                                                : fabs((double)ka) + fabs((double)kb);
+        eu = u > eu ? u : eu;
+    }
+    return g == e || (isnan(g) && isnan(e)) || (finite && diff <= atol + rtol * ae);
+}
+
 __device__ __forceinline__ void gi_atomic_max(unsigned long long* p, double v) {
     const unsigned long long u = (unsigned long long)__double_as_longlong(v);  /* v >= 0: bits order as values */
     if (u > *(volatile unsigned long long*)p) atomicMax(p, u);
@@ -197,19 +213,9 @@ extern "C" __global__ void gi_compare(const int* __restrict__ ops, const int* __
     double ea = 0, er = 0, eu = 0;
     for (long long i = lo + threadIdx.x; i < hi; i += blockDim.x) {
         const C got = gi_run(gi_smem, len, x, n, i, r);
-        const double g = (double)got, e = (double)want[i], diff = fabs(g - e), ae = fabs(e);
-        const bool finite = fabs(g) < py_inf<double>() && ae < py_inf<double>();
-        if (!(g == e || (isnan(g) && isnan(e)) || (finite && diff <= atol + rtol * ae))) {
+        if (!gi_close(got, want[i], rtol, atol, ea, er, eu)) {
             if (fst == n) fst = i;
             ++f;
-        }
-        if (finite) {
-            ea = diff > ea ? diff : ea;
-            if (ae > 0) er = diff / ae > er ? diff / ae : er;
-            const long long ka = gi_key(got), kb = gi_key(want[i]);
-            const double u = (ka >= 0) == (kb >= 0) ? (double)(ka > kb ? ka - kb : kb - ka)
-                                                    : fabs((double)ka) + fabs((double)kb);
-            eu = u > eu ? u : eu;
         }
     }
     for (int o = GI_WARP / 2; o > 0; o >>= 1) {
@@ -276,17 +282,7 @@ extern "C" __global__ void gi_compare_rows(const int* __restrict__ ops, const in
     for (long long j = lane; j < count; j += team) {
         const long long i = base + j;
         const C got = gi_run(gi_smem, len, x, n, i, r);
-        const double g = (double)got, e = (double)want[i], diff = fabs(g - e), ae = fabs(e);
-        const bool finite = fabs(g) < py_inf<double>() && ae < py_inf<double>();
-        if (!(g == e || (isnan(g) && isnan(e)) || (finite && diff <= atol + rtol * ae))) bad = 1;
-        if (finite) {
-            ea = diff > ea ? diff : ea;
-            if (ae > 0) er = diff / ae > er ? diff / ae : er;
-            const long long ka = gi_key(got), kb = gi_key(want[i]);
-            const double u = (ka >= 0) == (kb >= 0) ? (double)(ka > kb ? ka - kb : kb - ka)
-                                                    : fabs((double)ka) + fabs((double)kb);
-            eu = u > eu ? u : eu;
-        }
+        if (!gi_close(got, want[i], rtol, atol, ea, er, eu)) bad = 1;
     }
     bad = gi_reduce<1>(bad, team);  /* whether any element of the row failed */
     if (lane == 0 && count) {

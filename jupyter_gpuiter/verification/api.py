@@ -157,14 +157,7 @@ class Reference:
         with np.errstate(all="ignore"):
             out = self.fn(*arrays)
         n = x.shape[1]
-        if out is None:
-            raise ValueError("the reference returned None; it must return one number per input (an array of "
-                             f"{n} values or a scalar)")
-        out = np.asarray(out)
-        if out.dtype.kind == "c":
-            raise ValueError(f"the reference returned complex values ({out.dtype}); it must return real numbers")
-        if out.dtype.kind not in "biuf":
-            raise ValueError(f"the reference returned {out.dtype} values; it must return numbers or bools")
+        out = _numbers(out, f"one number per input (an array of {n} values or a scalar)")
         if out.shape == ():
             out = np.full(n, out)
         if out.shape != (n,):
@@ -192,14 +185,7 @@ class Reference:
             return out.astype(np.float64), per_row
         with np.errstate(all="ignore"):
             out = self.fn(*[np.asarray(a, dtype=np.float64) for a in arrays])
-        if out is None:
-            raise ValueError(f"the reference returned None; on rows it must return an array of shape ({r}, {n}) "
-                             f"(one value per element) or ({r},) (one per row)")
-        out = np.asarray(out)
-        if out.dtype.kind == "c":
-            raise ValueError(f"the reference returned complex values ({out.dtype}); it must return real numbers")
-        if out.dtype.kind not in "biuf":
-            raise ValueError(f"the reference returned {out.dtype} values; it must return numbers or bools")
+        out = _numbers(out, f"on rows an array of shape ({r}, {n}) (one value per element) or ({r},) (one per row)")
         if out.shape == ():
             return np.full(r, out, dtype=np.float64), None
         if out.shape == (r, n):
@@ -208,6 +194,18 @@ class Reference:
             return out.reshape(r).astype(np.float64), None if n == 1 else True
         raise ValueError(f"the reference returned shape {out.shape} for {r} rows of {n} elements; expected ({r}, {n}) "
                          f"(one value per element) or ({r},) (one value per row)")
+
+
+def _numbers(out, expected: str) -> np.ndarray:
+    """A reference's answer as a real or bool array, or a ValueError saying what it must return."""
+    if out is None:
+        raise ValueError(f"the reference returned None; it must return {expected}")
+    out = np.asarray(out)
+    if out.dtype.kind == "c":
+        raise ValueError(f"the reference returned complex values ({out.dtype}); it must return real numbers")
+    if out.dtype.kind not in "biuf":
+        raise ValueError(f"the reference returned {out.dtype} values; it must return numbers or bools")
+    return out
 
 
 def _host_inputs(x: torch.Tensor, dtype: str) -> np.ndarray:
