@@ -25,18 +25,18 @@ fi
 # Worst case of the timeouts below: 7.8 minutes (each far beyond what its step is expected to take).
 # numba builds the CPU evaluator (the reference the GPU kernels are checked against) into its disk cache once, so
 # that no later step pays for it inside its own limit
-timeout 60 "$PY" -c "from jupyter_gpuiter.runtime import fused; fused.warm_up()" > "$OUT/warm-up.txt" 2>&1
+timeout 45 "$PY" -c "from jupyter_gpuiter.runtime import fused; fused.warm_up()" > "$OUT/warm-up.txt" 2>&1
 echo "warm-up exit $?" >> "$OUT/warm-up.txt"
 # GPU-marked tests (differential traditional-vs-serial on CUDA, ...); the row kernels' in their own file, below
-timeout 90 "$PY" -m pytest -q -m gpu -p no:cacheprovider $(grep -rl "mark.gpu" tests --include='test_*.py' | grep -v test_cuda_rows) > "$OUT/gpu-tests.txt" 2>&1
+timeout 50 "$PY" -m pytest -q -m gpu -p no:cacheprovider $(grep -rl "mark.gpu" tests --include='test_*.py' | grep -v test_cuda_rows) > "$OUT/gpu-tests.txt" 2>&1
 echo "gpu tests exit $?" >> "$OUT/gpu-tests.txt"
 # Row kernels (reductions): native CUDA C (a block per row) and the fused verification kernel on rows, against the
 # NumPy reference and the CPU evaluator, rows of 1, 2, 31, 32, 33, 1000 and 100,000
-timeout 45 "$PY" -m pytest -q -m gpu -p no:cacheprovider tests/runtime/test_cuda_rows.py tests/runtime/test_cuda_rows_fused.py > "$OUT/gpu-row-tests.txt" 2>&1
+timeout 40 "$PY" -m pytest -q -m gpu -p no:cacheprovider tests/runtime/test_cuda_rows.py tests/runtime/test_cuda_rows_fused.py > "$OUT/gpu-row-tests.txt" 2>&1
 echo "gpu row tests exit $?" >> "$OUT/gpu-row-tests.txt"
 # Row kernels' figure: native kernels against torch's (GB/s over the shapes of a batch), the fused kernel's
 # verification of row candidates (rows/s, against the CPU evaluator); rows.json, rows.txt, rows.png
-timeout 30 "$PY" - "$OUT" > "$OUT/rows.txt" 2>&1 <<'EOF'
+timeout 25 "$PY" - "$OUT" > "$OUT/rows.txt" 2>&1 <<'EOF'
 import json, sys, time
 import cupy, numpy as np, torch
 from jupyter_gpuiter.compilers.serial import compile_source
@@ -137,16 +137,18 @@ tool() {  # tool NAME TIMEOUT TOOL ARGS...: one of the compiler's measurement to
   timeout "$limit" "$PY" -u -m jupyter_gpuiter.tools.cli bench "$@" > "$OUT/$name.txt" 2>&1
 }
 bench compile-4096 30 compile --n 4096
+# where mode auto should switch from serial to traditional on this device (compilers.AUTO_CROSSOVER_CUDA)
+bench crossover 40 compile --crossover
 # programs/s on a GPU-sized batch by chunk size (no serial run: 65,536 programs cost it ~40 s), per pass
-tool chunk-sweep 35 chunks --device cuda --n 65536 --repeats 2
+tool chunk-sweep 50 chunks --device cuda --n 65536 --repeats 2
 # where a chunk's time goes on the device, and whether the device waits for the host's launches
-tool profile-compile 15 profile --device cuda --n 8192
-bench vm 30 vm
+tool profile-compile 25 profile --device cuda --n 8192
+bench vm 25 vm
 # the candidate loop and one edit against the torch-eager loop (the GPU target: 100,000 candidates/s)
-bench loop 45 loop
+bench loop 35 loop
 bench verify 20 verify
 bench neural 25 neural
-bench peers 30 peers --iterations 5  # CuPy and nvcc join here; torch.compile costs ~1 s an edit
+bench peers 50 peers --iterations 5  # CuPy and nvcc join here; torch.compile costs ~1 s an edit
 # the per-op costs behind the passes, at a GPU-sized chunk (compare with the CPU table in docs/performance.md)
 tool op-costs 10 ops --device cuda --rows 8000 --cols 256
 tail -n +1 "$OUT"/*.txt

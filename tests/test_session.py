@@ -1,13 +1,15 @@
 """The Session and the public API (session.py): what a Session keeps between iterations (compiled programs,
 reference outputs) and when each cache must let go; mode "auto"; nothing computed twice; compile's errors."""
 
+from unittest import mock
+
 import numpy as np
 import pytest
 import torch
 
 import jupyter_gpuiter as gi
 from jupyter_gpuiter import compilers
-from jupyter_gpuiter.compilers import AUTO_CROSSOVER_CPU, resolve_mode, serial
+from jupyter_gpuiter.compilers import AUTO_CROSSOVER_CPU, AUTO_CROSSOVER_CUDA, resolve_mode, serial
 from jupyter_gpuiter.generate import generate_batch
 from jupyter_gpuiter.runtime.render import torch_function
 
@@ -151,6 +153,11 @@ def test_auto_picks_serial_for_a_few_sources_and_traditional_past_the_crossover(
     assert resolve_mode("auto", AUTO_CROSSOVER_CPU - 1, "cpu") == "serial"
     assert resolve_mode("auto", AUTO_CROSSOVER_CPU, "cpu") == "traditional"
     assert resolve_mode("hybrid", 1, "cpu") == "hybrid"
+    # on CUDA too: one source through the traditional compiler's launches cost an edit 29 ms on the first GPU run
+    with mock.patch("jupyter_gpuiter.runtime.device.cuda_available", return_value=True):
+        assert resolve_mode("auto", 1, "cuda") == "serial"
+        assert resolve_mode("auto", AUTO_CROSSOVER_CUDA - 1, "cuda") == "serial"
+        assert resolve_mode("auto", AUTO_CROSSOVER_CUDA, "cuda") == "traditional"
     few = gi.compile_batch(generate_batch(3, 1))
     many = gi.compile_batch(generate_batch(AUTO_CROSSOVER_CPU, 2))
     assert few.paths == ["serial"] * 3 and many.paths == ["traditional"] * AUTO_CROSSOVER_CPU

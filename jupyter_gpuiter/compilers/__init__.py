@@ -2,8 +2,8 @@
 
 Each mode is a function `compile_batch(sources, device) -> BatchResult`; `MODES` lists those that exist.
 "auto" (the default) is the fastest correct compiler for the batch at hand on the device: serial for a
-few sources on a CPU, traditional from `AUTO_CROSSOVER_CPU` on, and on CUDA; `BatchResult.paths` says
-which ran.
+few sources (below `AUTO_CROSSOVER_CPU` on a CPU, `AUTO_CROSSOVER_CUDA` on CUDA), traditional from there
+on; `BatchResult.paths` says which ran.
 """
 
 from __future__ import annotations
@@ -45,6 +45,11 @@ def _hybrid(sources: Sequence[str], device=None, **options) -> BatchResult:
 #: two cross on the idle 2-core machine (`gpuiter bench compile --crossover`, 2026-12-04: even at 32 sources,
 #: 52.6 ms against 39.5 ms at 64).
 AUTO_CROSSOVER_CPU = 64
+#: The same on CUDA, where serial compiles on the host and uploads. Not yet measured by `--crossover`; bracketed
+#: by the first GPU run (H200, 2026-12-04, scripts/gpu-check.sh): traditional took 29 ms for one source (a
+#: chunk's few thousand launches: an edit was 36x torch eager's) and 94.8 ms for 4,096, serial 0.2-0.6 ms a
+#: source on that host, so they cross between about 50 and 150 sources.
+AUTO_CROSSOVER_CUDA = 64
 
 
 def resolve_mode(mode: str, n_sources: int, device=None) -> str:
@@ -53,7 +58,8 @@ def resolve_mode(mode: str, n_sources: int, device=None) -> str:
         return mode
     from ..runtime.device import resolve
 
-    return "serial" if resolve(device).type == "cpu" and n_sources < AUTO_CROSSOVER_CPU else "traditional"
+    crossover = AUTO_CROSSOVER_CPU if resolve(device).type == "cpu" else AUTO_CROSSOVER_CUDA
+    return "serial" if n_sources < crossover else "traditional"
 
 
 def _auto(sources: Sequence[str], device=None) -> BatchResult:
@@ -110,5 +116,5 @@ def compile_one(source: str, mode: str = DEFAULT_MODE, device=None, **options):
     return result[0], (result.paths[0] if result.paths else used)
 
 
-__all__ = ["AUTO_CROSSOVER_CPU", "DEFAULT_MODE", "MODES", "MODE_OPTIONS", "REFERENCE_MODES", "BatchResult",
+__all__ = ["AUTO_CROSSOVER_CPU", "AUTO_CROSSOVER_CUDA", "DEFAULT_MODE", "MODES", "MODE_OPTIONS", "REFERENCE_MODES", "BatchResult",
            "check_mode", "compile_batch", "compile_one", "resolve_mode"]

@@ -7,10 +7,13 @@ in a small device preamble. float16 and bfloat16 compute each op in float and ro
 kernel dtype, as torch does (but for the ops whose result is exact anyway); a literal is rounded once,
 from the float64 the IR holds, to the kernel dtype. The source needs nothing from the host's C library
 (NVRTC has none: nan and inf are spelled by their bits), and it is compiled with FMA contraction off
-(`NVRTC_OPTIONS`), so `a * b + c` rounds twice, as in NumPy and torch. Compiled kernels are cached by
-name (a hash of the program and dtype) in memory, and on disk by CuPy's own kernel cache;
-`compile_kernels` compiles many in one NVRTC call. `nvrtc_compile` compiles a source to PTX with NVRTC
-alone, no GPU needed (tests/runtime/test_cuda_nvrtc.py).
+(`NVRTC_OPTIONS`), so `a * b + c` rounds twice, as in NumPy and torch. NVRTC compiles it to a cubin for the
+device with exactly those options (`load_module`), never through `cupy.RawModule(code=...)`, which appends
+`-ftz=true` to every compile: float32 subnormals would flush to zero (`-x` of one gives -0, `x != 0` is false),
+as they never do in NumPy, torch or the CPU evaluator (the first run on a GPU, 2026-12-04, caught it). Compiled
+kernels are cached by name (a hash of the program and dtype) in memory; `compile_kernels` compiles many in one
+NVRTC call. `nvrtc_compile` compiles a source to PTX, or to a cubin for an `sm_` arch, with NVRTC alone, no
+GPU needed (tests/runtime/test_cuda_nvrtc.py).
 
 Row kernels (a program with a reduction, docs/language.md "Row kernels") render as one block per row, the
 blocks striding over the rows when there are more rows than blocks; the threads of a block stride over the
@@ -42,6 +45,9 @@ from __future__ import annotations
 
 import hashlib
 import math
+import tempfile
+import warnings
+from pathlib import Path
 
 from ..ir import Program
 from ..lang.spec import IR_OP_BY_NAME, REDUCTION_OPS
@@ -67,7 +73,7 @@ C_OPS = {
     "asin": "asin({a})", "acos": "acos({a})", "atan": "atan({a})", "atan2": "atan2({a}, {b})",
     "sinh": "sinh({a})", "cosh": "cosh({a})", "tanh": "tanh({a})", "erf": "erf({a})", "floor": "floor({a})",
     "ceil": "ceil({a})", "clip": "py_clip({a}, {b}, {c})", "sigmoid": "((C)1 / ((C)1 + exp(-({a}))))",
-    "copysign": "copysign({a}, {b})", "hypot": "hypot({a}, {b})", "isnan": "(isnan({a}) ? (C)1 : (C)0)",
+    "copysign": "copysign({a}, {b})", "hypot": "py_hypot({a}, {b})", "isnan": "(isnan({a}) ? (C)1 : (C)0)",
     "isinf": "(isinf({a}) ? (C)1 : (C)0)", "float": "({a})",
 }
 
@@ -104,6 +110,14 @@ template <typename C> __device__ __forceinline__ C py_floordiv(C a, C b) {
     C f = floor(d);
     if (d - f > (C)0.5) f += 1;
     return f;
+}
+/* CUDA's hypot, but where it overflows for finite operands (it is 1-2 ULP off: hypot(3, DBL_MAX) gave inf),
+   max * sqrt(1 + (min / max)^2), which overflows only when the true result does */
+template <typename C> __device__ __forceinline__ C py_hypot(C a, C b) {
+    const C h = hypot(a, b);
+    if (!isinf(h) || isinf(a) || isinf(b)) return h;
+    const C x = fabs(a), y = fabs(b), m = x > y ? x : y, q = (x > y ? y : x) / m;
+    return m * sqrt((C)1 + q * q);
 }
 template <typename C> __device__ __forceinline__ C py_clip(C x, C lo, C hi) {
     C m = (isnan(x) || isnan(lo)) ? py_nan<C>() : (x > lo ? x : lo);
@@ -330,7 +344,6 @@ def _kernel_name(program: Program, dtype: str) -> str:
 def compile_kernels(programs: list[Program], dtype: str = "float32") -> list:
     """The native kernels of `programs`, compiled together in one NVRTC call (one CuPy module) where they are
     not compiled yet: a batch of candidates pays NVRTC's start-up and the header once. `launch` uses them."""
-    import cupy
 
     names = [_kernel_name(p, dtype) for p in programs]
     todo = {n: p for n, p in zip(names, programs) if n not in _KERNELS}
@@ -339,7 +352,7 @@ def compile_kernels(programs: list[Program], dtype: str = "float32") -> list:
             _KERNELS.clear()
             todo = dict(zip(names, programs))
         source = HEADER + "\n".join(cuda_source(p, dtype, n, header=False) for n, p in todo.items())
-        module = cupy.RawModule(code=source, options=NVRTC_OPTIONS)
+        module = load_module(source)
         _KERNELS.update({n: module.get_function(n) for n in todo})
     return [_KERNELS[n] for n in names]
 
@@ -433,8 +446,9 @@ class NvrtcError(RuntimeError):
 
 
 def nvrtc_compile(source: str, arch: str = "compute_80", options: tuple[str, ...] = NVRTC_OPTIONS,
-                  name: str = "kernels.cu") -> tuple[str, str]:
-    """Compile CUDA C to PTX with NVRTC alone, no GPU or driver needed; returns (ptx, log).
+                  name: str = "kernels.cu") -> tuple[str | bytes, str]:
+    """Compile CUDA C with NVRTC alone, no GPU or driver needed; returns (code, log): PTX text for a virtual
+    arch (`compute_80`), the cubin's bytes for a real one (`sm_90`).
 
     The check that rendered kernels compile as CuPy would compile them, on any machine: it needs the
     packages cuda-bindings, nvidia-cuda-nvrtc and nvidia-cuda-runtime (its cuda_fp16.h and cuda_bf16.h),
@@ -467,8 +481,37 @@ def nvrtc_compile(source: str, arch: str = "compute_80", options: tuple[str, ...
         log = bytes(log).rstrip(b"\0 ").decode(errors="replace")
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             raise NvrtcError(f"NVRTC could not compile {name} for {arch}", log)
+        if arch.startswith("sm_"):
+            cubin = bytearray(call(nvrtc.nvrtcGetCUBINSize(prog)))
+            call(nvrtc.nvrtcGetCUBIN(prog, cubin))
+            return bytes(cubin), log
         ptx = bytearray(call(nvrtc.nvrtcGetPTXSize(prog)))
         call(nvrtc.nvrtcGetPTX(prog, ptx))
         return bytes(ptx).rstrip(b"\0").decode(), log
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
+
+
+_CUBIN_DIR: tempfile.TemporaryDirectory | None = None  # the cubins of this process (CuPy loads a module from a file)
+
+
+def load_module(source: str, options: tuple[str, ...] = NVRTC_OPTIONS):
+    """A CuPy module of `source` compiled by NVRTC with exactly `options`, to a cubin for the current device.
+
+    Without NVRTC's Python bindings it falls back to `cupy.RawModule(code=...)`, with a warning: CuPy adds
+    `-ftz=true` there, so float32 subnormals flush to zero on the GPU."""
+    import cupy
+
+    arch = f"sm_{cupy.cuda.Device().compute_capability}"
+    try:
+        cubin, _ = nvrtc_compile(source, arch, options)
+    except ImportError as e:
+        warnings.warn(f"{e}; compiling through CuPy instead, which flushes float32 subnormals to zero",
+                      RuntimeWarning, stacklevel=2)
+        return cupy.RawModule(code=source, options=options)
+    global _CUBIN_DIR
+    if _CUBIN_DIR is None:
+        _CUBIN_DIR = tempfile.TemporaryDirectory(prefix="gpuiter-cubin-")
+    path = Path(_CUBIN_DIR.name) / f"{source_hash(source + repr(options))}-{arch}.cubin"
+    path.write_bytes(cubin)
+    return cupy.RawModule(path=str(path))

@@ -40,7 +40,7 @@ import numpy as np
 
 from ..lang.spec import IR_OP_INDEX as _OP
 from . import fused
-from .cuda import C_OPS, C_TYPES, HEADER, NVRTC_OPTIONS, ROUND, ROUND_ONCE, ROW_HELPERS
+from .cuda import C_OPS, C_TYPES, HEADER, NVRTC_OPTIONS, ROUND, ROUND_ONCE, ROW_HELPERS, load_module
 
 TILE = 1024  # inputs per block, as fused.TILE: the early exit's granularity
 THREADS = 256
@@ -353,11 +353,10 @@ _NAMES = ("gi_compare", "gi_evaluate", "gi_compare_rows", "gi_evaluate_rows")
 
 
 def _kernel(dtype: str, cap: int, name: str):
-    import cupy
 
     key = (dtype, cap, name)
     if key not in _KERNELS:
-        module = cupy.RawModule(code=source(dtype), options=(*NVRTC_OPTIONS, f"-DGI_MAX_REGS={cap}"))
+        module = load_module(source(dtype), (*NVRTC_OPTIONS, f"-DGI_MAX_REGS={cap}"))
         _KERNELS.update({(dtype, cap, k): module.get_function(k) for k in _NAMES})
     return _KERNELS[key]
 

@@ -140,3 +140,58 @@ def test_generated_programs_compile(nvrtc, dtype):
     assert log.strip() == "", log[:3000]
     sample = dict(list(kernels.items())[:N_PTX])
     assert _entries(_compile(sample, "compute_80", NVRTC_OPTIONS + ("-Ofc=max",))) == set(sample)
+
+
+def _ftz_instructions(ptx: str) -> set[str]:
+    """The PTX instructions that flush float32 subnormals to zero, but the approximations inside libdevice's
+    functions (which scale their operands first)."""
+    found = re.findall(r"(?<![\w.])[a-z]+[0-9]*(?:\.[a-z0-9]+)*\.ftz(?:\.[a-z0-9]+)*", ptx)
+    return {i for i in found if ".approx." not in i}
+
+
+def test_kernels_keep_float32_subnormals(nvrtc):
+    """With NVRTC_OPTIONS no float32 op flushes subnormals; with CuPy's `-ftz=true` after them, as
+    cupy.RawModule(code=...) compiles, every one does (what the first run on a GPU showed)."""
+    kernels = {f"op_{op}": cuda_source(op_program(op), "float32", f"op_{op}", header=False) for op in COMPUTE_OPS}
+    assert _ftz_instructions(_compile(kernels, "compute_90")) == set()
+    flushed, log = nvrtc_compile(HEADER + "\n".join(kernels.values()), "compute_90", (*NVRTC_OPTIONS, "-ftz=true"))
+    assert '"--ftz(-ftz)=false" followed by "--ftz(-ftz)=true"' in log  # the later one wins
+    assert {"neg.ftz.f32", "mul.rn.ftz.f32", "setp.neu.ftz.f32"} <= _ftz_instructions(flushed)
+
+
+class _FakeCupy:
+    """As much of CuPy as load_module touches: the device's compute capability and RawModule."""
+
+    def __init__(self):
+        self.modules = []
+        fake = self
+
+        class Device:
+            compute_capability = "90"
+
+        class RawModule:
+            def __init__(self, code=None, options=(), path=None):
+                fake.modules.append({"code": code, "options": options, "path": path})
+
+            def get_function(self, name):
+                return name
+
+        self.cuda = type("cuda", (), {"Device": Device})
+        self.RawModule = RawModule
+
+
+def test_load_module_loads_an_nvrtc_cubin_not_cupys_compile(nvrtc, monkeypatch):
+    import sys
+    from pathlib import Path
+
+    from jupyter_gpuiter.runtime import cuda, fused_cuda
+
+    fake = _FakeCupy()
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    cuda.load_module(cuda_source(op_program("neg"), "float32", "k"))
+    fused_cuda._KERNELS.clear()
+    fused_cuda._kernel("float32", 64, "gi_evaluate")
+    fused_cuda._KERNELS.clear()
+    assert len(fake.modules) == 2 and all(m["code"] is None for m in fake.modules)
+    for m in fake.modules:
+        assert m["path"].endswith("-sm_90.cubin") and Path(m["path"]).read_bytes()[:4] == b"\x7fELF"

@@ -84,7 +84,12 @@ def host_cupy(tmp_path, cxx) -> types.ModuleType:
 
 @pytest.fixture
 def on_host(cxx, tmp_path, monkeypatch):
-    monkeypatch.setitem(__import__("sys").modules, "cupy", host_cupy(tmp_path, cxx))
+    fake = host_cupy(tmp_path, cxx)
+    monkeypatch.setitem(__import__("sys").modules, "cupy", fake)
+    # the stand-in compiles the source itself (cuda.load_module's NVRTC cubin is for a GPU: test_cuda_nvrtc.py)
+    for module in (cuda, fused_cuda):
+        monkeypatch.setattr(module, "load_module", lambda source, options=cuda.NVRTC_OPTIONS: fake.RawModule(source,
+                                                                                                          options))
     monkeypatch.setattr(cuda, "_KERNELS", {})
     monkeypatch.setattr(cuda, "ROW_THREADS", 16)  # warps of 4 on the host: 4 of them
     monkeypatch.setattr(fused_cuda, "_KERNELS", {})

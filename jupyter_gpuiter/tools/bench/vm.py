@@ -3,7 +3,8 @@
 One 30-node kernel on `n_inputs` inputs: the fused tile evaluator (what `Kernel.__call__` runs on CPU arrays)
 against the rendered torch ops. `n_candidates` candidates of it (constants perturbed) on `n_inputs / 100`
 inputs: the fused evaluator alone, the fused evaluate-and-compare of verification, and the batched torch-op
-VM, measured in alternating rounds. On CUDA only the torch paths run (the fused evaluator is CPU-only).
+VM, measured in alternating rounds. On CUDA the fused evaluator's CUDA form (runtime/fused_cuda.py, with CuPy)
+runs instead of the CPU one, for the 30-node kernel.
 
 Row kernels beside them (softmax, layernorm: docs/language.md, "Row kernels"): one kernel on `n_inputs`
 inputs as rows of `row_length` (1,000 rows of 1,000), the fused evaluator (row mode) against the rendered
@@ -18,7 +19,7 @@ import torch
 
 from ...compilers import compile_batch
 from ...ir import ProgramBatch
-from ...runtime import fused, vm
+from ...runtime import fused, fused_cuda, vm
 from ...runtime.device import resolve
 from ...runtime.render import torch_function
 from .common import alternating, machine, write_json
@@ -100,10 +101,13 @@ def run(device=None, n_inputs: int = 1_000_000, n_candidates: int = 1000, repeat
     fn = torch_function(prog, "float32")
     x = torch.randn(1, n_inputs, device=dev, generator=torch.Generator(dev).manual_seed(0))
     single = {"torch_ops": lambda: fn(x[0])}
+    one = fused.ProgramArrays.from_batch(compiled.batch)
+    on_gpu = not cpu and fused_cuda.available()
     if cpu:
-        one = fused.ProgramArrays.from_batch(compiled.batch)
         x_np = x.numpy()
         single["fused"] = lambda: fused.evaluate(one, x_np)
+    elif on_gpu:
+        single["fused_cuda"] = lambda: fused_cuda.evaluate(one, x, "float32")
     for f in single.values():
         f()
     single_t = alternating(single, repeats, sync)
@@ -119,6 +123,11 @@ def run(device=None, n_inputs: int = 1_000_000, n_candidates: int = 1000, repeat
         want = fused.evaluate(one, xs_np)[0]
         many["fused"] = lambda: fused.evaluate(arrays, xs_np)
         many["fused_compare"] = lambda: fused.compare(arrays, xs_np, want, "float32", 1e-4, 1e-5)
+    elif on_gpu:
+        arrays = fused.ProgramArrays.from_batch(batch)
+        want_gpu = fused_cuda.evaluate(one, xs, "float32")[0]
+        many["fused_cuda"] = lambda: fused_cuda.evaluate(arrays, xs, "float32")
+        many["fused_cuda_compare"] = lambda: fused_cuda.compare(arrays, xs, want_gpu, "float32", 1e-4, 1e-5, False)
     for f in many.values():
         f()
     many_t = alternating(many, repeats, sync)
