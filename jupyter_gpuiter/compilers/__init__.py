@@ -116,5 +116,5 @@ def compile_one(source: str, mode: str = DEFAULT_MODE, device=None, **options):
     return result[0], (result.paths[0] if result.paths else used)
 
 
-__all__ = ["AUTO_CROSSOVER_CPU", "AUTO_CROSSOVER_CUDA", "DEFAULT_MODE", "MODES", "MODE_OPTIONS", "REFERENCE_MODES", "BatchResult",
-           "check_mode", "compile_batch", "compile_one", "resolve_mode"]
+__all__ = ["AUTO_CROSSOVER_CPU", "AUTO_CROSSOVER_CUDA", "DEFAULT_MODE", "MODES", "MODE_OPTIONS", "REFERENCE_MODES",
+           "BatchResult", "check_mode", "compile_batch", "compile_one", "resolve_mode"]

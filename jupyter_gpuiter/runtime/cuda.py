@@ -344,7 +344,6 @@ def _kernel_name(program: Program, dtype: str) -> str:
 def compile_kernels(programs: list[Program], dtype: str = "float32") -> list:
     """The native kernels of `programs`, compiled together in one NVRTC call (one CuPy module) where they are
     not compiled yet: a batch of candidates pays NVRTC's start-up and the header once. `launch` uses them."""
-
     names = [_kernel_name(p, dtype) for p in programs]
     todo = {n: p for n, p in zip(names, programs) if n not in _KERNELS}
     if todo:
