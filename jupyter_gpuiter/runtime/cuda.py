@@ -1,4 +1,4 @@
-"""Native CUDA kernels: a Program rendered as CUDA C (one thread per element; a row kernel, a block per row),
+"""Native CUDA kernels: a Program rendered as CUDA C (one thread per element; a row kernel, a team per row),
 compiled through CuPy.
 
 The renderer is data, tinygrad-style: one format string per IR op; Python's semantics where C differs
@@ -15,30 +15,31 @@ kernels are cached by name (a hash of the program and dtype) in memory; `compile
 NVRTC call. `nvrtc_compile` compiles a source to PTX, or to a cubin for an `sm_` arch, with NVRTC alone, no
 GPU needed (tests/runtime/test_cuda_nvrtc.py).
 
-Row kernels (a program with a reduction, docs/language.md "Row kernels") render as one block per row, the
-blocks striding over the rows when there are more rows than blocks; the threads of a block stride over the
-row's elements, so a row may have any length (1 or 100,000: 32 to `ROW_THREADS` threads a block, as many as
-the row fills). Every value the program needs after a reduction is *recomputed*, not kept: the reductions
+Row kernels (a program with a reduction, docs/language.md "Row kernels") render as one team of threads per
+row, the blocks striding over the rows when there are more rows than blocks; the threads of a team stride over
+the row's elements, so a row may have any length (`row_geometry`: a row of up to 32 elements goes to the next
+power of two of lanes of a warp, several rows a block; a longer one to a whole block of 64 to `ROW_THREADS`
+threads, as many as the row fills). Every value the program needs after a reduction is *recomputed*, not kept: the reductions
 are grouped into passes by how many reductions deep they are (`sum(x) + sum(x * x)` is one pass, layer
 norm's `mean((x - mean(x)) ** 2)` two), and each pass runs over the row again, recomputing from the inputs
 the elementwise instructions its reductions' operands need, with the per-row values of the earlier passes
 in registers. A last pass computes the per-element result and writes it; a per-row result is written once,
-by thread 0. Recomputing costs a re-read of the row per pass (from L2 for rows that fit) and the
+by the team's first lane. Recomputing costs a re-read of the row per pass (from L2 for rows that fit) and the
 elementwise arithmetic again, and needs no scratch memory, no limit on the row's length and no second
 launch; keeping the registers instead would need a [rows, n, live registers] buffer in global memory, written
 and read back, which costs more memory traffic than the re-read for every kernel here (the inputs are a
 few values per element). Only the instructions the result depends on are rendered (a reduction bound to
 a name never read costs no pass). Each thread accumulates its elements in double; a block reduction (warp
-shuffles, then one double per warp in shared memory, folded in the same order by every thread, so all hold
+shuffles within the team; for a whole block then one double per warp in shared memory, folded in the same order by every thread, so all hold
 the same value) gives the row's total, which is rounded once to the kernel dtype (for float16 and bfloat16
 through float rounded to odd, so never twice), `mean` dividing by n in double first. `max` and `min` fold
 exactly, a nan anywhere giving nan as np.max does; between +0 and -0, max takes +0 and min -0 (NumPy's
 choice there depends on the order and the SIMD path). Inputs are given with a row stride and an element
 stride each, so a row-broadcast parameter (layer norm's gamma of shape [n]) is read in place, not copied.
-A block per row keeps the GPU busy when there are many rows; a few very long rows (16 rows of 10^6) use as
-many blocks, a few SMs, and would need a row split across blocks (a second reduction level) to go faster;
-rows much shorter than 32 leave most of a warp idle (fused_cuda.py's verification kernel packs such rows
-into the lanes of a warp).
+A team per row keeps the GPU busy when there are many rows (the first GPU run, with a block per row, moved
+rows of 8 at 25 GB/s: three quarters of each warp idle, a million one-warp blocks; the teams are unmeasured
+yet); a few very long rows (16 rows of 10^6) use as many blocks, a few SMs, and would need a row split across
+blocks (a second reduction level) to go faster.
 """
 
 from __future__ import annotations
@@ -256,7 +257,8 @@ def _operands(program: Program) -> list[tuple[int, ...]]:
 
 
 def row_source(program: Program, dtype: str = "float32", name: str = "kernel", header: bool = True) -> str:
-    """CUDA C for a row kernel (see the module's note): a block per row, striding over the rows; parameter j
+    """CUDA C for a row kernel (see the module's note): a team of `team` threads per row (a power of two within a
+    warp, or the whole block), the blocks striding over the rows; parameter j
     is (x{j}, its row stride, its element stride) in elements; `out` is [rows, n] for a per-element result,
     [rows] for a per-row one. With header=False, ROW_HELPERS is still included (it is guarded), HEADER not."""
     storage, ctype = C_TYPES[dtype]
@@ -301,14 +303,20 @@ def row_source(program: Program, dtype: str = "float32", name: str = "kernel", h
                      for i in range(program.n_params))
     out_type = "bool" if program.returns_bool() else storage
     lines = [HEADER if header else "", ROW_HELPERS,
-             f'extern "C" __global__ void {name}({params}{out_type}* __restrict__ out, long long rows, long long n) {{',
+             (f'extern "C" __global__ void {name}({params}{out_type}* __restrict__ out, long long rows, long long n, '
+             "int team) {"),
              f"    typedef {ctype} C;",
-             "    for (long long row = blockIdx.x; row < rows; row += gridDim.x) {",
+             "    const int lane = threadIdx.x % team;",
+             "    const long long teams = blockDim.x / team;",
+             "    /* every thread of the block runs every round (the shuffles and barriers need them all); a team past",
+             "       the last row has no elements (m = 0) and writes nothing */",
+             "    for (long long first = (long long)blockIdx.x * teams; first < rows; first += (long long)gridDim.x * teams) {",
+             "        const long long row = first + threadIdx.x / team, m = row < rows ? n : 0;",
              *per_row_values(0)]
     for p in range(1, passes + 1):
         now = [k for k in reductions if depth[k] == p]
         lines += [f"        double g{k} = {REDUCE_START[REDUCE_FOLDS[ops[k]]]};" for k in now]
-        lines += ["        for (long long j = threadIdx.x; j < n; j += blockDim.x) {",
+        lines += ["        for (long long j = lane; j < m; j += team) {",
                   *per_element([operands[k][0] for k in now])]
         for k in now:
             fold = REDUCE_FOLDS[ops[k]]
@@ -316,7 +324,7 @@ def row_source(program: Program, dtype: str = "float32", name: str = "kernel", h
             lines.append(f"            g{k} += {value};" if fold == 0 else f"            g{k} = gi_fold<{fold}>(g{k}, {value});")
         lines.append("        }")
         for k in now:
-            total = f"gi_reduce<{REDUCE_FOLDS[ops[k]]}>(g{k}, blockDim.x)"
+            total = f"gi_reduce<{REDUCE_FOLDS[ops[k]]}>(g{k}, team)"
             if ops[k] == "mean":
                 total = f"{total} / (double)n"
             value = ROUND_ONCE[dtype].format(total) if ops[k] in ("sum", "mean") else f"(C){total}"
@@ -324,9 +332,9 @@ def row_source(program: Program, dtype: str = "float32", name: str = "kernel", h
         lines += per_row_values(p)
     store = (lambda v: f"({v} != 0)") if program.returns_bool() else STORE[dtype].format
     if per_row[ret]:
-        lines.append(f"        if (threadIdx.x == 0) out[row] = {store(f'r{ret}')};")
+        lines.append(f"        if (lane == 0 && m) out[row] = {store(f'r{ret}')};")
     else:
-        lines += ["        for (long long j = threadIdx.x; j < n; j += blockDim.x) {", *per_element([ret]),
+        lines += ["        for (long long j = lane; j < m; j += team) {", *per_element([ret]),
                   f"            out[row * n + j] = {store(f'r{ret}')};", "        }"]
     lines += ["    }", "}"]
     return "\n".join(lines) + "\n"
@@ -364,10 +372,23 @@ def source_hash(source: str) -> str:
 CUPY_DTYPES = {"float16": "float16", "float32": "float32", "float64": "float64"}
 
 
-#: Threads of a row kernel's block, at most (fewer for short rows: 32 * ceil(n / 32)); any kernel launches with
-#: 256 threads, whatever registers it needs. Blocks, at most: they stride over the rows beyond.
+#: Threads of a row kernel's block, at most; any kernel launches with 256 threads, whatever registers it needs.
+#: A row of at most ROW_WARP elements goes to a team of the next power of two of lanes within a warp (ROW_THREADS
+#: / team rows a block: shuffles only); a longer one to a whole block of ROW_WARP * ceil(n / ROW_WARP) threads, up
+#: to ROW_THREADS. Blocks, at most: they stride over the rows beyond.
 ROW_THREADS = 256
+ROW_WARP = 32
 ROW_BLOCKS = 1 << 20
+
+
+def row_geometry(rows: int, n: int) -> tuple[int, int, int]:
+    """(blocks, threads a block, team: threads a row) of a row kernel's launch over `rows` rows of `n`."""
+    if n <= ROW_WARP:
+        team = 1 << max(0, n - 1).bit_length()
+        threads = ROW_THREADS
+    else:
+        team = threads = min(ROW_THREADS, ROW_WARP * -(-n // ROW_WARP))
+    return min(-(-rows // (threads // team)), ROW_BLOCKS), threads, team
 
 
 def launch(program: Program, inputs: list, dtype: str = "float32"):
@@ -431,8 +452,8 @@ def _launch_rows(program: Program, inputs: list, dtype: str):
         return out
     (kernel,) = compile_kernels([program], dtype)
     args = [a for v, rs, es in views for a in (v, cupy.int64(rs), cupy.int64(es))]
-    threads = min(ROW_THREADS, 32 * -(-n // 32))
-    kernel((min(rows, ROW_BLOCKS),), (threads,), (*args, out, cupy.int64(rows), cupy.int64(n)))
+    blocks, threads, team = row_geometry(rows, n)
+    kernel((blocks,), (threads,), (*args, out, cupy.int64(rows), cupy.int64(n), cupy.int32(team)))
     return out
 
 

@@ -1,4 +1,4 @@
-"""Row kernels as native CUDA C (runtime/cuda.py, `row_source`): a block per row, block reductions in double.
+"""Row kernels as native CUDA C (runtime/cuda.py, `row_source`): a team per row (lanes of a warp, or a block), reductions in double.
 
 Without a GPU: NVRTC compiles the rendered row kernels (the real ones of tests/support/row_kernels.py, nested
 reductions, bools, per-row constants, generated row kernels) for every kernel dtype and two GPU generations; and
@@ -73,23 +73,24 @@ def _entries(ptx: str) -> set[str]:
 # ---------------------------------------------------------------------------------------------- the source
 
 
-def test_row_kernels_render_a_block_per_row():
+def test_row_kernels_render_a_team_per_row():
     p = compile_source(REAL["logsumexp"][0])
     src = cuda_source(p, "float32", "lse")
     assert src == row_source(p, "float32", "lse")
-    assert "for (long long row = blockIdx.x; row < rows; row += gridDim.x)" in src
-    assert src.count("for (long long j = threadIdx.x; j < n; j += blockDim.x)") == 2  # max, then sum(exp(x - m))
-    assert "if (threadIdx.x == 0) out[row] = " in src  # a per-row result, written once
-    assert "gi_reduce<1>" in src and "gi_reduce<0>" in src
+    assert "long long rows, long long n, int team)" in src
+    assert "for (long long first = (long long)blockIdx.x * teams; first < rows;" in src
+    assert src.count("for (long long j = lane; j < m; j += team)") == 2  # max, then sum(exp(x - m))
+    assert "if (lane == 0 && m) out[row] = " in src  # a per-row result, written once, by a team with a row
+    assert re.search(r"gi_reduce<1>\(g\d+, team\)", src) and "gi_reduce<0>" in src
     softmax = cuda_source(compile_source(REAL["softmax"][0]), "float32", "sm")
-    assert softmax.count("j += blockDim.x") == 3 and "out[row * n + j] = " in softmax
+    assert softmax.count("j += team") == 3 and "out[row * n + j] = " in softmax
 
 
 def test_reductions_of_one_depth_share_a_pass_and_dead_ones_cost_none():
     p = compile_source(EXTRA["one_pass_two_sums"])
-    assert row_source(p, "float32", "k").count("j += blockDim.x") == 1  # sum(x), sum(x*y), mean(y): one pass
-    assert row_source(compile_source(EXTRA["dead_reduction"]), "float32", "k").count("j += blockDim.x") == 1
-    assert row_source(compile_source(EXTRA["deep"]), "float32", "k").count("j += blockDim.x") == 4  # per-row result
+    assert row_source(p, "float32", "k").count("j += team") == 1  # sum(x), sum(x*y), mean(y): one pass
+    assert row_source(compile_source(EXTRA["dead_reduction"]), "float32", "k").count("j += team") == 1
+    assert row_source(compile_source(EXTRA["deep"]), "float32", "k").count("j += team") == 4  # per-row result
 
 
 def test_sum_rounds_once_to_narrow_dtypes():
@@ -273,23 +274,24 @@ def build(tmp_path, cxx, source: str, name: str) -> ctypes.CDLL:
 
 
 def host_row_kernels(progs: list, dtype: str, tmp_path, cxx):
-    """`run(program, inputs, grid, block) -> output` for the programs' row kernels, compiled by g++ into one
-    library (inputs broadcast to [rows, n] views, read in place through their strides, as `launch` does)."""
+    """`run(program, inputs, grid, block, team) -> output` for the programs' row kernels, compiled by g++ into one
+    library (inputs broadcast to [rows, n] views, read in place through their strides, as `launch` does); team:
+    threads a row, a power of two up to the host's warp of 4, or the whole block (the default)."""
     storage = C_TYPES[dtype][0]
     parts = [HEADER]
     for k, p in enumerate(progs):
         out = "bool" if p.returns_bool() else storage
         params = [f"const {storage}* x{i}, long long x{i}_rs, long long x{i}_es" for i in range(p.n_params)]
         args = [f"x{i}, x{i}_rs, x{i}_es" for i in range(p.n_params)]
-        call = f"k{k}({', '.join(args + ['out', 'rows', 'n'])})"
+        call = f"k{k}({', '.join(args + ['out', 'rows', 'n', 'team'])})"
         signature = ", ".join([*params, f"{out}* out", "long long rows", "long long n", "long long grid",
-                               "long long block"])
+                               "long long block", "int team"])
         parts += [cuda_source(p, dtype, f"k{k}", header=False),
                   f'extern "C" int run_k{k}({signature}) {{ return gi_launch(grid, block, [&] {{ {call}; }}); }}']
     so = build(tmp_path, cxx, "\n".join(parts), f"rows_{dtype}")
     index = {id(p): k for k, p in enumerate(progs)}
 
-    def run(p, xs, grid=3, block=16):
+    def run(p, xs, grid=3, block=16, team=None):
         shape, rows, n, views = row_layout(p, xs, dtype, np)  # as `launch` lays them out, in NumPy
         out = np.full(shape[:-1] if p.returns_per_row() else shape, np.nan if not p.returns_bool() else True,
                       bool if p.returns_bool() else dtype)
@@ -298,7 +300,7 @@ def host_row_kernels(progs: list, dtype: str, tmp_path, cxx):
             args += [ctypes.c_void_p(v.ctypes.data), ctypes.c_longlong(rs), ctypes.c_longlong(es)]
         fn = getattr(so, f"run_k{index[id(p)]}")
         hung = fn(*args, ctypes.c_void_p(out.ctypes.data), ctypes.c_longlong(rows), ctypes.c_longlong(n),
-                  ctypes.c_longlong(min(grid, rows)), ctypes.c_longlong(block))
+                  ctypes.c_longlong(min(grid, rows)), ctypes.c_longlong(block), ctypes.c_int(team or block))
         assert hung == 0, "a barrier or a shuffle waited for a thread that never came"
         return out
 
@@ -357,6 +359,12 @@ def test_host_row_kernels_agree_with_the_reference(cxx, tmp_path, dtype):
             bad = row_mismatches(p, run(p, xs, grid=2, block=block), xs, dtype)
             if bad.any():
                 report.append(f"{name}, rows of {n}, {block} threads: {bad.sum()} of {bad.size} differ")
+            # short rows as launch runs them: a team of lanes a row, several rows a block of 16, the last
+            # block's teams past the 5 rows idle (they must still take part in every shuffle)
+            for team in {1 << max(0, n - 1).bit_length(), 4} if n <= 4 else ():
+                bad = row_mismatches(p, run(p, xs, grid=1, block=16, team=team), xs, dtype)
+                if bad.any():
+                    report.append(f"{name}, rows of {n}, teams of {team}: {bad.sum()} of {bad.size} differ")
     assert not report, "\n".join(report)
     # generated row kernels, on the special values of the dtype: ill-conditioned, with sums whose float64 order
     # matters (1e38 + 1 - 1e38): most rows agree
@@ -471,3 +479,15 @@ def test_native_row_kernels_many_rows_broadcasts_and_empty():
         rows_off.append(row_mismatches(q, got, xs, "float32").reshape(40, -1).any(axis=1).mean())
     assert np.mean(rows_off) < 0.05 and np.median(rows_off) == 0, sorted(rows_off)[-10:]
     assert ROW_THREADS % 32 == 0
+
+
+def test_row_geometry():
+    from jupyter_gpuiter.runtime.cuda import ROW_BLOCKS, row_geometry
+
+    # short rows: a team of the next power of two of lanes, ROW_THREADS / team rows a block
+    assert [row_geometry(1000, n)[2] for n in (1, 2, 3, 5, 8, 9, 17, 32)] == [1, 2, 4, 8, 8, 16, 32, 32]
+    assert row_geometry(1024, 8) == (1024 // (ROW_THREADS // 8), ROW_THREADS, 8)
+    assert row_geometry(1025, 8)[0] == 1024 // (ROW_THREADS // 8) + 1
+    # longer ones: a block of as many warps as the row fills, up to ROW_THREADS
+    assert row_geometry(10, 33) == (10, 64, 64) and row_geometry(10, 100_000) == (10, ROW_THREADS, ROW_THREADS)
+    assert row_geometry(10**9, 8)[0] == row_geometry(10**9, 1000)[0] == ROW_BLOCKS  # beyond: the blocks stride
