@@ -30,7 +30,7 @@ echo "warm-up exit $?" >> "$OUT/warm-up.txt"
 # GPU-marked tests (differential traditional-vs-serial on CUDA, ...); the row kernels' in their own file, below
 timeout 50 "$PY" -m pytest -q -m gpu -p no:cacheprovider $(grep -rl "mark.gpu" tests --include='test_*.py' | grep -v test_cuda_rows) > "$OUT/gpu-tests.txt" 2>&1
 echo "gpu tests exit $?" >> "$OUT/gpu-tests.txt"
-# Row kernels (reductions): native CUDA C (a block per row) and the fused verification kernel on rows, against the
+# Row kernels (reductions): native CUDA C (a team of lanes or a block per row) and the fused verification kernel on rows, against the
 # NumPy reference and the CPU evaluator, rows of 1, 2, 31, 32, 33, 1000 and 100,000
 timeout 40 "$PY" -m pytest -q -m gpu -p no:cacheprovider tests/runtime/test_cuda_rows.py tests/runtime/test_cuda_rows_fused.py > "$OUT/gpu-row-tests.txt" 2>&1
 echo "gpu row tests exit $?" >> "$OUT/gpu-row-tests.txt"
