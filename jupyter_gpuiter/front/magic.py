@@ -76,7 +76,7 @@ _MODES = modes()
 def _row_lengths(text: str) -> tuple[int, ...]:
     """--rows 1,7,33,1000 as a tuple of positive ints, or a UsageError saying what is wrong."""
     parts = [p.strip() for p in text.split(",") if p.strip()]
-    if not parts or not all(p.isdigit() and int(p) > 0 for p in parts):
+    if not parts or not all(p.isascii() and p.isdigit() and int(p) > 0 for p in parts):  # not "²": int() refuses it
         raise UsageError(f"--rows {text}: give row lengths as positive whole numbers separated by commas, "
                          "e.g. --rows 1,7,33,1000")
     return tuple(int(p) for p in parts)

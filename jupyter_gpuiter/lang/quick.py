@@ -2,9 +2,10 @@
 the token rules (lang/lexer.py, lang/rules.py) — whether its body opens with a docstring — else None.
 
 It admits a common subset only: a one-line `def name(params):` header at the start of a line, a body at one
-indentation (spaces and tabs), at most an unprefixed docstring without backslashes, names, decimal numbers
-without `_`, the language's operators, `math.`/`np.` attributes and comments; no continuation backslash,
-form feed, string outside the docstring or non-ASCII outside comments and the docstring. Within it, every
+indentation (spaces and tabs), at most an unprefixed docstring without backslashes, names, numbers without
+`_` (decimal, and the 0x/0o/0b forms), the language's operators, `math.`/`np.` attributes and comments; no
+continuation backslash, form feed, string outside the docstring or non-ASCII outside comments and the
+docstring. Within it, every
 token rule is checked as rules.check does (a few more strictly), over token texts from one regex pass: no
 Token objects. None means "not known": the caller runs the full lexer and rules, so every error is theirs.
 tests/lang/test_quick.py holds it to that.

@@ -62,11 +62,18 @@ NUMPY_OPS = {
 
 
 #: reduction IR op -> its float64 NumPy reduction over the last axis (kept as an axis of length 1)
+def _signed_zero(m: np.ndarray, a: np.ndarray, negative: bool) -> np.ndarray:
+    """A row's max (min) where it is zero: +0 (-0) when the row holds one, as the other evaluators fold; NumPy
+    keeps whichever zero its loop met first."""
+    has = np.any((a == 0) & (np.signbit(a) == negative), axis=-1, keepdims=True)
+    return np.where((m == 0) & has, np.asarray(-0.0 if negative else 0.0, m.dtype), m)
+
+
 REDUCE_OPS = {
     "sum": lambda a: np.sum(a, axis=-1, dtype=np.float64, keepdims=True),
     "mean": lambda a: np.mean(a, axis=-1, dtype=np.float64, keepdims=True),
-    "amax": lambda a: np.max(a, axis=-1, keepdims=True),
-    "amin": lambda a: np.min(a, axis=-1, keepdims=True),
+    "amax": lambda a: _signed_zero(np.max(a, axis=-1, keepdims=True), a, negative=False),
+    "amin": lambda a: _signed_zero(np.min(a, axis=-1, keepdims=True), a, negative=True),
 }
 
 

@@ -60,11 +60,18 @@ def verify_rows(results: list, ref: api.Reference, pool, *, names: list[str], do
     counts = split_rows(total, lengths)
     elements = sum(r * n for r, n in zip(counts, lengths))
     item = torch.empty((), dtype=api.TORCH_DTYPES[dtype]).element_size()
-    need = elements * (n_params * item + np.dtype(fused.REGISTER_DTYPE[dtype]).itemsize)
+    register = np.dtype(fused.REGISTER_DTYPE[dtype]).itemsize
+    need = elements * (n_params * item + register)
+    # and the evaluator's registers: a tile holds whole rows, so each thread keeps (instructions + 1) registers of
+    # the longest row (of a tile, for short ones)
+    programs = [r for r in results if isinstance(r, Program)] + ([ref.program] if ref.program is not None else [])
+    longest = max((len(p.ops) for p in programs), default=1)
+    need += (longest + 1) * max(max(lengths), fused.TILE) * register * fused.threads()
     if need > pool.max_bytes:
         raise ValueError(f"N too large for memory: {total:,} rows of lengths {', '.join(map(str, lengths))} are "
-                         f"{elements:,} elements, whose inputs and reference outputs need {need:,} bytes, budget "
-                         f"{pool.max_bytes:,} bytes; use fewer tests (rows) or shorter row_lengths")
+                         f"{elements:,} elements, whose inputs, reference outputs and evaluator registers "
+                         f"({longest} instructions) need {need:,} bytes, budget {pool.max_bytes:,} bytes; use fewer "
+                         "tests (rows) or shorter row_lengths")
     groups = [(n, pool.get_rows(n_params, r, n, dtype, domains, seed)) for n, r in zip(lengths, counts) if r]
     outs, trivial = (outputs if outputs is not None else api.ReferenceOutputs()).get_rows(ref, groups, dtype, rtol, atol)
     t_setup = time.perf_counter()
@@ -259,14 +266,15 @@ def row_counterexample(program: Program, ref: api.Reference, start: list[np.ndar
     """The failing row `start` (one row per parameter) shrunk on the host toward shorter rows and simpler
     values inside the domain, through rows that fail there where the reference is defined (not raising, and
     not nan at the failing values unless every failing value of `start` was); the candidate evaluated by the
-    reference evaluator in the kernel dtype, the reference as the verification ran it."""
+    reference evaluator in the kernel dtype, the reference as the verification ran it (a program on the fused
+    evaluator)."""
     tdt = api.TORCH_DTYPES[dtype]
 
     def run(rows: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray | None]:
         """[T, L] candidate outputs and reference outputs (None: the reference refused) on T rows."""
         got = _host_eval(program, rows, dtype)
         try:
-            want, _ = ref.rows(rows)
+            want, _ = ref.rows(rows, fused_rows=True)
         except Exception:  # noqa: BLE001 - a reference refusing some rows: those rows are no counterexamples
             return got, None
         want = api._round_to(want, dtype).astype(np.float64)

@@ -153,7 +153,7 @@ def test_naive_softmax_fails_with_a_row_counterexample(ip, capsys):
     assert cx.is_row and cx.row_length >= 1
 
 
-@pytest.mark.parametrize("rows", ["0", "1,a", ",", "-3", "2.5"])
+@pytest.mark.parametrize("rows", ["0", "1,a", ",", "-3", "2.5", "7,\u00b2"])
 def test_bad_rows_option_is_a_usage_error(ip, rows):
     with pytest.raises(UsageError, match="--rows"):
         ip.run_cell_magic("gpucompile", f"--rows {rows}", SOFTMAX)

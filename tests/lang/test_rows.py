@@ -140,3 +140,17 @@ def test_sum_rounds_once_from_float64(values, dtype):
 def test_example_row_kernels_are_the_real_ones(root, name):
     program = compile_source((root / "examples" / "kernels" / f"{name}.py").read_text())
     assert program.text() == compile_source(REAL[name][0]).text()
+
+
+def test_one_argument_max_and_min_of_signed_zeros_agree_across_evaluators():
+    """+0 is the max and -0 the min of a row holding both, in whichever order: the reference evaluator folds as
+    the fused one (NumPy's np.max keeps the zero it met first)."""
+    import jupyter_gpuiter as gi
+
+    rows = np.array([[0.0, -0.0], [-0.0, 0.0], [-0.0, -0.0], [0.0, 0.0], [-0.0, 1.0]])
+    for src, want in (("def f(x):\n    return 1 / max(x)\n", [np.inf, np.inf, -np.inf, np.inf, 1.0]),
+                      ("def f(x):\n    return 1 / min(x)\n", [-np.inf, -np.inf, -np.inf, np.inf, -np.inf])):
+        k = gi.compile(src, dtype="float64")
+        with np.errstate(divide="ignore"):
+            assert k(rows).tolist() == want
+            assert evaluate(compile_source(src), [rows], "float64").tolist() == want

@@ -374,3 +374,15 @@ def test_every_counterexample_of_a_mutated_kernel_is_in_domain_shrunk_and_really
         lo, hi = domain_edges(Domain(*map(float, domain_of(name)[p].split(":"))), "float32")
         assert ((row >= lo) & (row <= hi)).all()
     assert fails_on_host(mutated, fn, cx), (mutated, cx)
+
+
+def test_long_rows_count_the_evaluators_registers_against_the_budget():
+    # a tile holds whole rows: a 2^20-element row of a 30-instruction kernel keeps 31 registers of 2^20 a thread,
+    # far more than its inputs and outputs (8 MiB): refused with the reason, before anything is allocated
+    sess = gi.Session("cpu")
+    sess.pool.max_bytes = 64 << 20
+    long_kernel = "def f(x):\n    y = x\n" + "".join(f"    y = y * 1.0{i} + {i}.5\n" for i in range(15)) + \
+        "    return y / sum(y)\n"
+    with pytest.raises(ValueError, match=r"evaluator registers \(\d+ instructions\)"):
+        sess.verify(long_kernel, long_kernel, tests=1, row_lengths=[1 << 20])
+    assert sess.verify(long_kernel, long_kernel, tests=50, row_lengths=[64]).passed
