@@ -175,7 +175,8 @@ def _compare_group(programs, arrays, which, counts: RowCounts, g: int, n: int, x
                    atol) -> np.ndarray:
     """One length's rows for the candidates `which` (programs/arrays in that order), a block of rows at a time
     (whole rows of about api.BLOCK inputs for the fused evaluators, api.TORCH_ELEMENTS outputs for the torch VM
-    and the host), each block for the candidates still running; those still running after the length."""
+    and the host): the fused evaluators run the candidates still running, the VM all of them (its batch is built
+    once) with the finished ones' results dropped; returns those still running after the length."""
     if x.device.type in api.FUSED_DEVICES and _takes_rows(fused.compare):
         path, budget = "fused", api.BLOCK
     elif (x.device.type == "cuda" and fused_cuda.available() and _takes_rows(fused_cuda.compare)
