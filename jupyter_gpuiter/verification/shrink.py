@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from itertools import islice
 
 
 def complexity(v: float) -> float:
@@ -86,6 +87,10 @@ def simpler_row_values(v: float, low: float = -math.inf, high: float = math.inf)
 ELEMENTWISE_VALUES = 64
 #: trials per call of `fails` while shortening a row
 TRIALS_PER_CALL = 64
+#: Elements the trials of one chunk size may copy together: a long row's shortening stops at coarser chunks
+#: (a row of n elements at chunks of at least n^2 / SHRINK_ELEMENTS), so that it costs O(n), not O(n^2). Rows of
+#: up to 4,096 elements shorten down to single elements.
+SHRINK_ELEMENTS = 1 << 24
 
 
 def shrink_row(rows: list[list[float]], fails: Callable[[list[list[list[float]]]], list[bool]], rounds: int = 3,
@@ -113,13 +118,15 @@ def _take(rows: list[list[float]], keep: list[int]) -> list[list[float]]:
     return [[r[i] for i in keep] for r in rows]
 
 
-def _first_failing(trials: list, fails) -> int | None:
-    """The index of the first trial that fails, asking about TRIALS_PER_CALL trials at a time."""
-    for lo in range(0, len(trials), TRIALS_PER_CALL):
-        verdicts = fails(trials[lo:lo + TRIALS_PER_CALL])
-        for i, bad in enumerate(verdicts):
+def _first_failing(trials: Iterable, fails) -> tuple[int, list] | None:
+    """(index, trial) of the first trial that fails, asking about TRIALS_PER_CALL trials at a time; the trials
+    are made only as they are asked about."""
+    it, lo = iter(trials), 0
+    while batch := list(islice(it, TRIALS_PER_CALL)):
+        for i, bad in enumerate(fails(batch)):
             if bad:
-                return lo + i
+                return lo + i, batch[i]
+        lo += len(batch)
     return None
 
 
@@ -129,20 +136,20 @@ def _shorten(rows: list[list[float]], fails) -> list[list[float]]:
     n = len(rows[0]) if rows else 0
     if n <= 1:
         return rows
-    alone = _first_failing([_take(rows, [i]) for i in range(n)], fails)
+    alone = _first_failing((_take(rows, [i]) for i in range(n)), fails)
     if alone is not None:
-        return _take(rows, [alone])
+        return alone[1]
     size = n // 2
-    while size >= 1:
+    while size >= 1 and -(-len(rows[0]) // size) * len(rows[0]) <= SHRINK_ELEMENTS:
         start = 0
         while len(rows[0]) > size and start < len(rows[0]):
             n = len(rows[0])
-            starts = list(range(start, n, size))
-            trials = [_take(rows, [i for i in range(n) if not lo <= i < lo + size]) for lo in starts]
-            hit = _first_failing(trials, fails)
+            starts = range(start, n, size)
+            hit = _first_failing((_take(rows, [i for i in range(n) if not lo <= i < lo + size]) for lo in starts),
+                                 fails)
             if hit is None:
                 break
-            rows, start = trials[hit], starts[hit]  # the elements after the dropped chunk moved to its place
+            rows, start = hit[1], starts[hit[0]]  # the elements after the dropped chunk moved to its place
         size //= 2
     return rows
 
@@ -160,7 +167,7 @@ def _simplify(rows: list[list[float]], fails, bounds, representable) -> list[lis
                     trials.append(current[:p] + [row] + current[p + 1:])
             hit = _first_failing(trials, fails)
             if hit is not None:
-                current = trials[hit]
+                current = hit[1]
             continue
         for i in range(n):
             values = []
@@ -171,5 +178,5 @@ def _simplify(rows: list[list[float]], fails, bounds, representable) -> list[lis
             trials = [current[:p] + [current[p][:i] + [v] + current[p][i + 1:]] + current[p + 1:] for v in values]
             hit = _first_failing(trials, fails)
             if hit is not None:
-                current = trials[hit]
+                current = hit[1]
     return current

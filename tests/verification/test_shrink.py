@@ -160,3 +160,23 @@ def test_shortening_asks_in_batches():
     got = shrink_row([[float(i) for i in range(500)]], fails)
     assert len(got[0]) == 3 and fails([got]) == [True]
     assert max(calls) <= TRIALS_PER_CALL
+
+
+def test_shortening_a_long_row_that_cannot_shorten_copies_o_n_elements(monkeypatch):
+    """A row that fails only whole: the trials of each chunk size together copy at most SHRINK_ELEMENTS elements,
+    so the shortening stops at coarser chunks instead of trying all n one-element drops of n-element rows."""
+    from jupyter_gpuiter.verification import shrink
+
+    monkeypatch.setattr(shrink, "SHRINK_ELEMENTS", 1 << 14)
+    n, seen = 4096, []
+
+    def fails(trials):
+        seen.append(sum(len(t[0]) for t in trials))
+        return [len(t[0]) == n for t in trials]
+
+    row = [float(i % 7) for i in range(n)]
+    assert shrink._shorten([row], fails) == [row]
+    # one element alone (n one-element trials), then chunks of 2,048 and 1,024 only (n^2 / 2^14 = 1,024)
+    assert sum(seen) <= n + 2 * (1 << 14)
+    short = [1.0, 2.0, 3.0]
+    assert shrink._shorten([short], lambda t: [2.0 in r[0] and 3.0 in r[0] for r in t]) == [[2.0, 3.0]]
