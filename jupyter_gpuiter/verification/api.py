@@ -338,8 +338,8 @@ class _AllAlive:
 
 def _row_outputs(ref: Reference, groups: list[tuple[int, torch.Tensor]], dtype: str) -> RowOutputs:
     """Run the reference over each group's rows (in chunks of about REFERENCE_CHUNK elements); a program in
-    the fused evaluator where it takes rows (as the candidates run), else in the reference evaluator."""
-    fused_rows = ref.program is not None and "row" in inspect.signature(fused.evaluate).parameters
+    the fused evaluator (as the candidates run)."""
+    fused_rows = ref.program is not None
     wants, kinds = [], {}
     for n, x in groups:
         r = x.shape[1] // n

@@ -8,15 +8,13 @@ inside one at its first failing tile); the counts are rows: failures are failing
 rows. A row fails when any of its compared values does. Elementwise candidates run per element of the rows.
 
 The evaluators: the fused evaluator with `row=n` on a CPU (runtime/fused.py); on CUDA the fused CUDA kernel
-when it takes rows, else the torch VM with `row=n`; where neither takes rows, the reference evaluator on the
-host (runtime/reference.py). A counterexample is the first failing row, shrunk on the host when first read
+(with CuPy, for programs within its register cap), else the torch VM with `row=n`. A counterexample is the first failing row, shrunk on the host when first read
 (shrink.shrink_row): shorter, simpler, still failing where the reference is defined, inside the domain; the
 candidate is evaluated there by the reference evaluator in the kernel dtype.
 """
 
 from __future__ import annotations
 
-import inspect
 import math
 import time
 
@@ -33,14 +31,6 @@ from .confidence import as_count, epsilon_bound, tests_needed
 from .pools import as_row_lengths, domain_edges, split_rows
 from .shrink import shrink_row
 from .verdict import Counterexample, Verdict
-
-
-def _takes_rows(fn) -> bool:
-    """Whether an evaluator entry point takes `row=` (the row-kernel mode)."""
-    try:
-        return "row" in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
 
 
 def _kind(per_row: bool) -> str:
@@ -177,13 +167,12 @@ def _compare_group(programs, arrays, which, counts: RowCounts, g: int, n: int, x
     (whole rows of about api.BLOCK inputs for the fused evaluators, api.TORCH_ELEMENTS outputs for the torch VM
     and the host): the fused evaluators run the candidates still running, the VM all of them (its batch is built
     once) with the finished ones' results dropped; returns those still running after the length."""
-    if x.device.type in api.FUSED_DEVICES and _takes_rows(fused.compare):
+    if x.device.type in api.FUSED_DEVICES:
         path, budget = "fused", api.BLOCK
-    elif (x.device.type == "cuda" and fused_cuda.available() and _takes_rows(fused_cuda.compare)
-          and max(len(p) for p in programs) <= fused_cuda.MAX_REGS):
+    elif x.device.type == "cuda" and fused_cuda.available() and max(len(p) for p in programs) <= fused_cuda.MAX_REGS:
         path, budget = "cuda", api.BLOCK
     else:
-        path, budget = "vm" if _takes_rows(vm.run) else "host", api.TORCH_ELEMENTS // max(1, len(programs))
+        path, budget = "vm", api.TORCH_ELEMENTS // max(1, len(programs))
     r = x.shape[1] // n
     step = max(1, budget // n)  # rows per block
     batch = ProgramBatch.from_results(programs).to(x.device) if path == "vm" else None
@@ -200,10 +189,7 @@ def _compare_group(programs, arrays, which, counts: RowCounts, g: int, n: int, x
         elif path == "cuda":
             part = fused_cuda.compare(sub, part_x, part_want, dtype, rtol, atol, row=n)
         else:
-            if path == "vm":
-                got = vm.run(batch, part_x, dtype, row=n)[torch.as_tensor(alive, device=x.device)]
-            else:
-                got = _host_outputs([programs[i] for i in alive], part_x, n, dtype)
+            got = vm.run(batch, part_x, dtype, row=n)[torch.as_tensor(alive, device=x.device)]
             part = _row_comparison(got, torch.from_numpy(part_want).to(got.device), n, dtype, rtol, atol)
         still = counts.add(running, part, g, lo)
         alive = alive[np.isin(running, still)]
@@ -213,24 +199,16 @@ def _compare_group(programs, arrays, which, counts: RowCounts, g: int, n: int, x
     return running
 
 
-def _host_outputs(programs: list[Program], x: torch.Tensor, n: int, dtype: str) -> torch.Tensor:
-    """[B, R*n] outputs of each program on the rows of x [P, R*n] by the reference evaluator (per-row results
-    repeated along their rows; bfloat16 computed in float32)."""
-    rows = [a.reshape(-1, n) for a in api._host_inputs(x, dtype)]
-    return torch.from_numpy(np.stack([_host_eval(p, rows, dtype).reshape(-1) for p in programs]))
-
-
 def _host_eval(program: Program, rows: list[np.ndarray], dtype: str) -> np.ndarray:
     """A program on rows [R, n] (one array per parameter) by the reference evaluator in the kernel dtype
-    (NumPy has no bfloat16: there the fused evaluator, where it takes rows, else the reference evaluator in
-    float32): [R, n], a per-row result repeated along its row; float64."""
+    (NumPy has no bfloat16: there the fused evaluator): [R, n], a per-row result repeated along its row;
+    float64."""
     r, n = rows[0].shape
-    if dtype == "bfloat16" and _takes_rows(fused.evaluate):
+    if dtype == "bfloat16":
         xs = np.stack([a.reshape(-1) for a in rows])
         out = fused.evaluate(fused.ProgramArrays.from_programs([program]), fused.as_registers(xs, dtype), dtype, row=n)
         return out[0].astype(np.float64).reshape(r, n)
-    dt = "float32" if dtype == "bfloat16" else dtype
-    out = host_evaluate(program, [a.astype(dt) for a in rows], dt).astype(np.float64)
+    out = host_evaluate(program, [a.astype(dtype) for a in rows], dtype).astype(np.float64)
     return np.repeat(out[:, None], n, axis=1) if out.ndim == 1 else out
 
 

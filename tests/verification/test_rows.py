@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import jupyter_gpuiter as gi
 from jupyter_gpuiter.runtime import reference as host
-from jupyter_gpuiter.verification import api, rows
+from jupyter_gpuiter.verification import api
 from jupyter_gpuiter.verification.compare import default_tolerances
 from jupyter_gpuiter.verification.pools import (
     DEFAULT_ROW_LENGTHS,
@@ -310,12 +310,10 @@ def test_a_trivial_row_reference_is_flagged():
 
 # --- evaluator paths ------------------------------------------------------------------------------------------
 
-@pytest.fixture(params=["fused", "torch-vm", "host"])
+@pytest.fixture(params=["fused", "torch-vm"])
 def path(request, monkeypatch):
     if request.param != "fused":
         monkeypatch.setattr(api, "FUSED_DEVICES", ())
-    if request.param == "host":
-        monkeypatch.setattr(rows, "_takes_rows", lambda fn: False)
     return request.param
 
 
