@@ -49,6 +49,7 @@ from numba.extending import intrinsic
 
 from ..ir import Program
 from ..lang.spec import IR_OP_INDEX as _OP
+from .reference import check_row_length
 
 TILE = 1024  # inputs per tile: 1024 float32 registers of a 30-instruction program are 120 KB, within L2
 
@@ -999,16 +1000,6 @@ def row_span(row: int) -> int:
     return TILE if row <= 0 else max(1, TILE // row) * row
 
 
-def _check_row(programs: ProgramArrays, n: int, row: int) -> None:
-    if row < 0 or int(row) != row:
-        raise ValueError(f"row must be a row length (> 0) or 0 for elementwise, got {row!r}")
-    if row == 0:
-        if programs.reduces:
-            raise ValueError("a row kernel (a program with a reduction) needs its row length: pass row=n")
-    elif n % row:
-        raise ValueError(f"{n} inputs are not whole rows of {row}")
-
-
 def evaluate(programs: ProgramArrays, x: np.ndarray, dtype: str = "float32", row: int = 0) -> np.ndarray:
     """Outputs [B, n] (register dtype: float32 for the 16-bit dtypes, holding their values exactly) of
     every program over inputs x [P, n]; bool results as 0/1, programs that did not compile as nan.
@@ -1018,7 +1009,7 @@ def evaluate(programs: ProgramArrays, x: np.ndarray, dtype: str = "float32", row
     repeated along its row). ValueError if n is not whole rows, or if a program reduces and row is 0."""
     x = as_registers(x, dtype)
     B, n = len(programs), x.shape[1]
-    _check_row(programs, n, row)
+    check_row_length(n, row, programs.reduces)
     span = row_span(row)
     out = np.empty((B, n), dtype=x.dtype)
     n_tiles = -(-n // span)
@@ -1040,7 +1031,7 @@ def compare(programs: ProgramArrays, x: np.ndarray, want: np.ndarray, dtype: str
     x = as_registers(x, dtype)
     want = np.ascontiguousarray(want, dtype=x.dtype)
     B, n = len(programs), x.shape[1]
-    _check_row(programs, n, row)
+    check_row_length(n, row, programs.reduces)
     span = row_span(row)
     n_tiles = max(1, -(-n // span))
     inline = B * n * programs.ops.shape[1] < INLINE_WORK

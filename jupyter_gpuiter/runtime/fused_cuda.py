@@ -39,8 +39,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..lang.spec import IR_OP_INDEX as _OP
+from ..lang.spec import REDUCTION_OPS
 from . import fused
 from .cuda import C_OPS, C_TYPES, HEADER, NVRTC_OPTIONS, ROUND, ROUND_ONCE, ROW_HELPERS, load_module
+from .reference import check_row_length
 
 TILE = 1024  # inputs per block, as fused.TILE: the early exit's granularity
 THREADS = 256
@@ -50,7 +52,6 @@ _MODE = {"float32": 0, "float64": 0, "float16": 1, "bfloat16": 2}
 #: Row kernels: rows up to this long run on the lanes of a warp (a team of the next power of two up to 32 lanes),
 #: longer ones on a whole block
 ROW_WARP_MAX = 256
-_REDUCTIONS = ("sum", "mean", "amax", "amin")
 
 #: Ops whose C expression differs from runtime/cuda.py's: sigmoid rounds each of its three steps, as fused.py does
 _OPS = {**C_OPS, "sigmoid": "((C)1 / GI_ROUND((C)1 + GI_ROUND(exp(-({a})))))"}
@@ -190,6 +191,15 @@ __device__ __forceinline__ bool gi_close(C got, C want, double rtol, double atol
     return g == e || (isnan(g) && isnan(e)) || (finite && diff <= atol + rtol * ae);
 }
 
+/* the error maxima folded with those of the lane o further down the warp */
+__device__ __forceinline__ void gi_max_from(double& ea, double& er, double& eu, int o) {
+    const double a = __shfl_down_sync(0xffffffffu, ea, o), q = __shfl_down_sync(0xffffffffu, er, o),
+                 u = __shfl_down_sync(0xffffffffu, eu, o);
+    ea = a > ea ? a : ea;
+    er = q > er ? q : er;
+    eu = u > eu ? u : eu;
+}
+
 __device__ __forceinline__ void gi_atomic_max(unsigned long long* p, double v) {
     const unsigned long long u = (unsigned long long)__double_as_longlong(v);  /* v >= 0: bits order as values */
     if (u > *(volatile unsigned long long*)p) atomicMax(p, u);
@@ -222,11 +232,7 @@ extern "C" __global__ void gi_compare(const int* __restrict__ ops, const int* __
         f += __shfl_down_sync(0xffffffffu, f, o);
         const long long fo = __shfl_down_sync(0xffffffffu, fst, o);
         fst = fo < fst ? fo : fst;
-        const double a = __shfl_down_sync(0xffffffffu, ea, o), q = __shfl_down_sync(0xffffffffu, er, o),
-                     u = __shfl_down_sync(0xffffffffu, eu, o);
-        ea = a > ea ? a : ea;
-        er = q > er ? q : er;
-        eu = u > eu ? u : eu;
+        gi_max_from(ea, er, eu, o);
     }
     if (threadIdx.x %% GI_WARP == 0) {
         if (f) {
@@ -293,11 +299,7 @@ extern "C" __global__ void gi_compare_rows(const int* __restrict__ ops, const in
         }
     }
     for (int o = GI_WARP / 2; o > 0; o >>= 1) {
-        const double a = __shfl_down_sync(0xffffffffu, ea, o), q = __shfl_down_sync(0xffffffffu, er, o),
-                     u = __shfl_down_sync(0xffffffffu, eu, o);
-        ea = a > ea ? a : ea;
-        er = q > er ? q : er;
-        eu = u > eu ? u : eu;
+        gi_max_from(ea, er, eu, o);
     }
     if (threadIdx.x %% GI_WARP == 0) {
         gi_atomic_max(&abs_err[b], ea);
@@ -316,7 +318,7 @@ def source(dtype: str = "float32") -> str:
     return HEADER + ROW_HELPERS + _KERNEL % {
         "ctype": C_TYPES[dtype][1], "mode": _MODE[dtype], "round": ROUND[dtype].format("(v)"), "cases": cases,
         "param": _OP["param"], "const": _OP["const"], "bool": _OP["bool"], "is_double": int(dtype == "float64"),
-        "round_once": ROUND_ONCE[dtype].format("acc"), **{op: _OP[op] for op in _REDUCTIONS}}
+        "round_once": ROUND_ONCE[dtype].format("acc"), **{op: _OP[op] for op in REDUCTION_OPS}}
 
 
 _AVAILABLE: bool | None = None
@@ -403,20 +405,6 @@ def _launch(name, arrays, x, dtype, *rest, row: int = 0) -> None:
                                                      cupy.from_dlpack(x), *rest), shared_mem=shared)
 
 
-def _reduces(arrays: fused.ProgramArrays) -> bool:
-    return bool(np.isin(arrays.ops, [_OP[op] for op in _REDUCTIONS]).any())
-
-
-def _check_row(arrays: fused.ProgramArrays, n: int, row: int) -> None:
-    """fused.py's rule: row 0 is elementwise (refused for a program with a reduction), row > 0 whole rows."""
-    if row < 0 or int(row) != row:
-        raise ValueError(f"row must be a row length (> 0) or 0 for elementwise, got {row!r}")
-    if row == 0 and _reduces(arrays):
-        raise ValueError("a row kernel (a program with a reduction) needs its row length: pass row=n")
-    if row and n % row:
-        raise ValueError(f"{n} inputs are not whole rows of {row}")
-
-
 def _registers(t, dtype: str, device=None):
     import torch
 
@@ -433,7 +421,7 @@ def evaluate(arrays: fused.ProgramArrays, x, dtype: str = "float32", row: int = 
     """Outputs [B, n] (a torch tensor of the register dtype, on x's device) of every program over x [P, n]; with
     row > 0 row kernels over the n / row rows of x (a per-row value repeated along its row), as fused.evaluate."""
     _cap(arrays)  # refuse long programs and rows that are not (or are, for a row kernel) first
-    _check_row(arrays, x.shape[1], row)
+    check_row_length(x.shape[1], row, arrays.reduces)
     import cupy
     import torch
 
@@ -457,7 +445,7 @@ def compare(arrays: fused.ProgramArrays, x, want, dtype: str, rtol: float, atol:
     x, `want` still per element, and the Comparison counting rows (failures, first failing row, rows evaluated),
     as fused.compare."""
     _cap(arrays)  # refuse long programs and rows that are not (or are, for a row kernel) first
-    _check_row(arrays, x.shape[1], row)
+    check_row_length(x.shape[1], row, arrays.reduces)
     import cupy
 
     x = _registers(x, dtype)

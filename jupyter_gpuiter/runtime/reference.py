@@ -87,6 +87,17 @@ def check_rows(name: str, shape: tuple) -> None:
                          f"{tuple(shape)}) must not be empty")
 
 
+def check_row_length(n: int, row: int, reduces: bool) -> None:
+    """The batched evaluators' `row` argument over n inputs (fused, fused_cuda, vm): 0 is elementwise, refused
+    for programs with a reduction; row > 0 needs n to be whole rows of it. ValueError otherwise."""
+    if row < 0 or int(row) != row:
+        raise ValueError(f"row must be a row length (> 0) or 0 for elementwise, got {row!r}")
+    if row == 0 and reduces:
+        raise ValueError("a row kernel (a program with a reduction) needs its row length: pass row=n")
+    if row and n % row:
+        raise ValueError(f"{n} inputs are not whole rows of {row}")
+
+
 def evaluate(program: Program, inputs: list, dtype="float32") -> np.ndarray:
     """Run `program` over `inputs` (one array-like per parameter, broadcast together): elementwise, or
     row by row along the last axis for a row kernel (the result then drops that axis when it is per

@@ -20,6 +20,7 @@ import torch
 
 from ..ir import OP_NAMES, ProgramBatch
 from ..lang.spec import IR_OP_BY_NAME, REDUCTION_OPS
+from .reference import check_row_length
 from .render import TORCH_DTYPES
 from .torch_ops import TORCH_OPS, reduce_rows
 
@@ -97,12 +98,7 @@ def run(batch: ProgramBatch, inputs: torch.Tensor, dtype: str = "float32", *, sc
     x = inputs.to(tdt)
     B = len(batch)
     n = x.shape[1]
-    if row < 0 or int(row) != row:
-        raise ValueError(f"row must be a row length (> 0) or 0 for elementwise, got {row!r}")
-    if row == 0 and sched.reduces:
-        raise ValueError("a row kernel (a program with a reduction) needs its row length: pass row=n")
-    if row and n % row:
-        raise ValueError(f"{n} inputs are not whole rows of {row}")
+    check_row_length(n, row, sched.reduces)
     regs_per_prog = sched.n_regs
     item = torch.finfo(tdt).bits // 8
     if row and B > 1 and B * regs_per_prog * item * row > budget:
